@@ -1,0 +1,1 @@
+"""What to run and how it scored: tasks, runner, conformance, metrics, CLI."""

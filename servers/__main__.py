@@ -1,0 +1,33 @@
+"""`python -m servers DOMAIN [--port 8000]`: run one domain's MCP server.
+
+Configuration comes from the environment the sandbox sets:
+TBX_PG_DSN (tool role, never the superuser), and for policy search
+TBX_TYPESENSE_URL / TBX_TYPESENSE_API_KEY / TBX_TYPESENSE_COLLECTION.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+import uvicorn
+
+from servers.engine.app import DomainRuntime, build_app
+from servers.registry import load_domain
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m servers")
+    parser.add_argument("domain")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    logging.basicConfig(level=os.environ.get("TBX_LOG_LEVEL", "WARNING"))
+    domain = load_domain(args.domain)
+    runtime = DomainRuntime(domain, os.environ["TBX_PG_DSN"])
+    uvicorn.run(build_app(runtime), host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Serve one domain over MCP streamable HTTP with the low-level MCP server:
+the tool list and the argument handling are ours, so invalid arguments reach
+the domain's own validator and come back as the reference's error replies."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+import psycopg
+from mcp.server.lowlevel.server import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from servers.engine.store import Store
+from servers.engine.tools import NOMINAL_NOW, Domain, ToolContext, run_tool
+
+log = logging.getLogger(__name__)
+
+
+class DomainRuntime:
+    """Holds the domain's database connection and runs calls one at a time
+    (one agent per attempt; the reference is single-threaded too)."""
+
+    def __init__(self, domain: Domain, dsn: str, services: dict[str, Any] | None = None, connect_timeout: float = 30.0):
+        self.domain = domain
+        self.dsn = dsn
+        self.services = services or {}
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            try:
+                self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+                return self._conn
+            except psycopg.OperationalError:
+                # The attempt's PostgreSQL starts concurrently with this server.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> str | None:
+        t = self.domain.tool(name)
+        if t is None:
+            return None
+        with self._lock:
+            ctx = ToolContext(db=Store(self._connection(), self.domain.tables, NOMINAL_NOW), services=self.services)
+            return run_tool(t, ctx, arguments)
+
+
+def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
+    listed = [
+        types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema) for t in runtime.domain.tools
+    ]
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        text = await anyio.to_thread.run_sync(runtime.call, params.name, params.arguments)
+        if text is None:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=f"Unknown tool: '{params.name}'")], isError=True
+            )
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=False)
+
+    return Server(runtime.domain.server, version="tbx", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def build_app(runtime: DomainRuntime) -> Starlette:
+    server = build_mcp_server(runtime)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "domain": runtime.domain.name})
+
+    # Reached by bridge IP inside a private network (or via the session
+    # proxy), so the localhost-only Host-header check must not apply.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=True,
+        host="0.0.0.0",
+        transport_security=security,
+        custom_starlette_routes=[Route("/healthz", health)],
+    )
