@@ -35,7 +35,7 @@ def load_cases(dataset: Path, server: str) -> dict[str, dict[str, Any]]:
     cases = {}
     for path in sorted(glob.glob(str(dataset / "dataset/test_case" / server / "*.yaml"))):
         stem = Path(path).stem
-        for tc in yaml.load(open(path), Loader=yaml.CSafeLoader)["test_cases"]:
+        for tc in yaml.load(Path(path).read_text(), Loader=yaml.CSafeLoader)["test_cases"]:
             cases[f"{stem}.py:{tc['uid']}"] = tc
     return cases
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     domain = load_domain(args.domain)
     seed = json.loads((args.dataset / "servers" / domain.module / "seed.json").read_text())
     cases = load_cases(args.dataset, domain.server)
-    traces = [json.loads(line) for line in open(args.dataset / "traces" / f"{domain.server}.jsonl")]
+    traces = [json.loads(line) for line in (args.dataset / "traces" / f"{domain.server}.jsonl").read_text().splitlines()]
     wanted = set(filter(None, args.tasks.split(",")))
     conn = psycopg.connect(args.dsn, autocommit=True)
     matched = total = 0
@@ -73,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             got = run_tool(t, ToolContext(db=Store(conn, domain.tables)), call["parameters"])
             if got != call["result"]:
-                problems.append(f"call {i} {call['tool']}({json.dumps(call['parameters'])[:300]})\n"
-                                f"      want: {call['result'][:1500]}\n      got:  {got[:1500]}")
+                problems.append(
+                    f"call {i} {call['tool']}({json.dumps(call['parameters'])[:300]})\n"
+                    f"      want: {call['result'][:1500]}\n      got:  {got[:1500]}"
+                )
         state = dump_canonical(conn, domain.tables)
         if state_hash(state) != tr["golden_state_hash"]:
             cs = args.dataset / "traces/canonical_states" / (tr["task_id"].replace(":", "__") + ".json.gz")

@@ -46,7 +46,9 @@ def stable_rows(spec: TableSpec, raw_rows: Iterable[Mapping[str, Any]]) -> list[
     return rows
 
 
-def canonical_state(tables: Iterable[TableSpec], rows_by_table: Mapping[str, Iterable[Mapping[str, Any]]]) -> State:
+def canonical_state(
+    tables: Iterable[TableSpec], rows_by_table: Mapping[str, Iterable[Mapping[str, Any]]]
+) -> State:
     return {spec.name: stable_rows(spec, rows_by_table.get(spec.name, [])) for spec in tables}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import DatasetError
 from .models import Scenario, ServerInit, Task
+from .parse import parse_server_init
 
 
 def clone(value: Any) -> Any:
@@ -35,9 +36,7 @@ def recursive_merge(a: Any, b: Any) -> Any:
     return clone(b)
 
 
-def merge_init_config(
-    world_state: Mapping[str, Any], init: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def merge_init_config(world_state: Mapping[str, Any], init: Mapping[str, Any] | None) -> dict[str, Any]:
     """Per-server merge of a scenario's world_state with a test's init (raw dicts)."""
     out: dict[str, Any] = {k: clone(v) for k, v in world_state.items()}
     for server, cfg in (init or {}).items():
@@ -52,8 +51,6 @@ def effective_inits(task: Task, scenario: Scenario) -> dict[str, ServerInit]:
     Raises ``DatasetError`` naming the task and field if the merged config is invalid
     (cannot happen for tasks that ``load_benchmark`` accepted).
     """
-    from .parse import parse_server_init  # local import: parse depends on models only
-
     if task.scenario != scenario.name:
         raise ValueError(f"task {task.id} uses scenario {task.scenario!r}, not {scenario.name!r}")
     raw_init = {server: cfg.raw for server, cfg in task.init.items()}

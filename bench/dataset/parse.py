@@ -145,7 +145,12 @@ def _golden(value: Any, c: Collector, field: str) -> list[ToolInteraction]:
         params = call.get("parameters")
         ok = True
         if not isinstance(tool, str) or not tool.strip():
-            c.add(f"{cfield}.tool", "missing tool name" if tool in (None, "") else f"tool name must be a string, got {type_name(tool)}")
+            c.add(
+                f"{cfield}.tool",
+                "missing tool name"
+                if tool in (None, "")
+                else f"tool name must be a string, got {type_name(tool)}",
+            )
             ok = False
         if params is not None and not isinstance(params, dict):
             c.add(f"{cfield}.parameters", f"must be a mapping of argument -> value, got {type_name(params)}")
@@ -202,7 +207,9 @@ def parse_server_init(
         return None, c.problems
     data_patch = _data_patch(raw.get("data_patch"), c, f"{field}.data_patch")
     golden = _golden(raw.get("golden_test_case"), c, f"{field}.golden_test_case")
-    rubrics_yesno = _str_list(raw.get("rubrics_yesno"), c, f"{field}.rubrics_yesno", "yes/no questions (strings)")
+    rubrics_yesno = _str_list(
+        raw.get("rubrics_yesno"), c, f"{field}.rubrics_yesno", "yes/no questions (strings)"
+    )
     rubrics = raw.get("rubrics")
     if rubrics is not None and not isinstance(rubrics, list):
         c.add(f"{field}.rubrics", f"must be a list, got {type_name(rubrics)}")
@@ -234,9 +241,7 @@ def task_id(file_name: str, uid: str) -> str:
     return f"{stem}.py:{uid}"
 
 
-def parse_test_case(
-    raw: Any, *, path: str, file: str, index: int
-) -> tuple[Task | None, list[Problem]]:
+def parse_test_case(raw: Any, *, path: str, file: str, index: int) -> tuple[Task | None, list[Problem]]:
     """Validate one test-case mapping; ``file`` is the ``<stem>.py`` name used in ids."""
     label = f"test_cases[{index}]"
     if isinstance(raw, dict) and isinstance(raw.get("uid"), str) and raw["uid"].strip():
@@ -248,7 +253,10 @@ def parse_test_case(
 
     uid = raw.get("uid")
     if not isinstance(uid, str) or not uid.strip():
-        c.add("uid", "missing test name (uid)" if uid in (None, "") else f"must be a string, got {type_name(uid)}")
+        c.add(
+            "uid",
+            "missing test name (uid)" if uid in (None, "") else f"must be a string, got {type_name(uid)}",
+        )
     elif ":" in uid or uid != uid.strip():
         c.add("uid", f"must not contain ':' or surrounding spaces: {uid!r}")
 
@@ -459,7 +467,7 @@ def parse_agent(raw: Any, *, path: str, name: str) -> tuple[AgentPrompt | None, 
     ptc = raw.get("parallel_tool_calls")
     if ptc is not None and not isinstance(ptc, bool):
         c.add("parallel_tool_calls", f"must be true or false, got {type_name(ptc)}")
-    if c.failed:
+    if c.failed or not isinstance(si, str):
         return None, c.problems
     return (
         AgentPrompt(

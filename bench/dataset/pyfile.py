@@ -33,7 +33,7 @@ _CALL_CHECKS = (CHECK_DATABASE, CHECK_RUBRICS)
 
 
 def _bang_string(node: ast.stmt) -> str | None:
-    """The text of a ``"""!..."""`` statement, without the ``!``; else None."""
+    """The text of a ``!``-string statement (YAML docstring), without the ``!``; else None."""
     if (
         isinstance(node, ast.Expr)
         and isinstance(node.value, ast.Constant)

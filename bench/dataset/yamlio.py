@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 
 def parse_yaml(text: str) -> Any:
     """``yaml.safe_load`` semantics, libyaml speed."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - safe loader
+    return yaml.load(text, Loader=_Loader)
 
 
 def read_text(path: Path) -> str:
@@ -33,6 +33,9 @@ def yaml_error_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None and mark is not None and context_mark.line != mark.line:
+        context = f"{context} started at line {context_mark.line + 1 + line_offset}"
     detail = f"{context}; {problem}" if context else str(problem)
     if mark is not None:
         return f"invalid YAML at line {mark.line + 1 + line_offset}, column {mark.column + 1}: {detail}"

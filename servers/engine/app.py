@@ -29,7 +29,9 @@ class DomainRuntime:
     """Holds the domain's database connection and runs calls one at a time
     (one agent per attempt; the reference is single-threaded too)."""
 
-    def __init__(self, domain: Domain, dsn: str, services: dict[str, Any] | None = None, connect_timeout: float = 30.0):
+    def __init__(
+        self, domain: Domain, dsn: str, services: dict[str, Any] | None = None, connect_timeout: float = 30.0
+    ):
         self.domain = domain
         self.dsn = dsn
         self.services = services or {}
@@ -56,13 +58,16 @@ class DomainRuntime:
         if t is None:
             return None
         with self._lock:
-            ctx = ToolContext(db=Store(self._connection(), self.domain.tables, NOMINAL_NOW), services=self.services)
+            ctx = ToolContext(
+                db=Store(self._connection(), self.domain.tables, NOMINAL_NOW), services=self.services
+            )
             return run_tool(t, ctx, arguments)
 
 
 def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
     listed = [
-        types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema) for t in runtime.domain.tools
+        types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema)
+        for t in runtime.domain.tools
     ]
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:

@@ -12,9 +12,9 @@ import datetime as dt
 import enum
 import functools
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from servers.engine.schema import FieldSpec, TableSpec
 
@@ -35,9 +35,16 @@ def _enum_type(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
     return enum.Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
 
 
+def _as_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
 def _annotation(fs: FieldSpec) -> Any:
-    base: Any = _enum_type(fs.enum_name or fs.name, fs.enum_values) if fs.kind == "enum" else _PY_TYPES[fs.kind]
-    return base | None if fs.nullable else base
+    base: Any = (
+        _enum_type(fs.enum_name or fs.name, fs.enum_values) if fs.kind == "enum" else _PY_TYPES[fs.kind]
+    )
+    annotation = base | None if fs.nullable else base
+    return Annotated[annotation, BeforeValidator(_as_text)] if fs.to_text else annotation
 
 
 def _field_info(fs: FieldSpec, now: dt.datetime | None) -> Any:

@@ -28,6 +28,9 @@ class FieldSpec(BaseModel):
     enum_values: tuple[str, ...] = ()
     min_length: int | None = None
     unstable: bool = False
+    # A non-null value that is not a string is stored as its `str()` (the
+    # consulting Zendesk user's `organization_id`: 7 -> "7", true -> "True").
+    to_text: bool = False
 
     @property
     def required(self) -> bool:
@@ -103,4 +106,6 @@ def table(
     key_format: str | None = None,
 ) -> TableSpec:
     key_fields = (key,) if isinstance(key, str) else key
-    return TableSpec(name=name, key_fields=key_fields, key_format=key_format, extra=extra, fields=tuple(fields))
+    return TableSpec(
+        name=name, key_fields=key_fields, key_format=key_format, extra=extra, fields=tuple(fields)
+    )

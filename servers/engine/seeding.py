@@ -81,7 +81,10 @@ def copy_rows(conn: psycopg.Connection[Any], spec: TableSpec, rows: list[dict[st
     if not rows:
         return
     cols = sql.SQL(", ").join([sql.Identifier("_key"), *(sql.Identifier(n) for n in spec.field_names)])
-    with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(spec.name), cols)) as cp:
+    with (
+        conn.cursor() as cur,
+        cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(spec.name), cols)) as cp,
+    ):
         for row in rows:
             cp.write_row(db_params(spec, row))
 

@@ -77,7 +77,9 @@ class Store:
     """Row access for one domain, on one connection. Tool calls wrap their
     work in a transaction (see `servers.engine.tools`)."""
 
-    def __init__(self, conn: psycopg.Connection[Any], tables: Iterable[TableSpec], now: dt.datetime | None = None):
+    def __init__(
+        self, conn: psycopg.Connection[Any], tables: Iterable[TableSpec], now: dt.datetime | None = None
+    ):
         self.conn = conn
         self.tables = {t.name: t for t in tables}
         self.now = now
@@ -95,7 +97,8 @@ class Store:
         with self.conn.cursor() as cur:
             cur.execute(query, params)
             return [
-                {fs.name: _from_db(fs, v) for fs, v in zip(spec.fields, rec, strict=True)} for rec in cur.fetchall()
+                {fs.name: _from_db(fs, v) for fs, v in zip(spec.fields, rec, strict=True)}
+                for rec in cur.fetchall()
             ]
 
     def all(self, table: str) -> list[dict[str, Any]]:
@@ -193,6 +196,8 @@ class Store:
 
     def delete(self, table: str, key: str) -> None:
         spec = self.spec(table)
-        cur = self.conn.execute(sql.SQL("DELETE FROM {} WHERE _key = %s").format(sql.Identifier(spec.name)), (key,))
+        cur = self.conn.execute(
+            sql.SQL("DELETE FROM {} WHERE _key = %s").format(sql.Identifier(spec.name)), (key,)
+        )
         if cur.rowcount == 0:
             raise StoreError(f"Object with ID {key} does not exist")

@@ -1,0 +1,475 @@
+"""Load / validate a benchmark directory (export or ``thinkingbox-data`` checkout).
+
+Directory shape (both layouts)::
+
+    dataset/scenario/*.yaml          scenarios (name = file stem)
+    dataset/agent/*.yaml             agent prompts (name = file stem)
+    dataset/test_case/**/*.yaml      export: TestCaseFile (``test_cases: [...]``)
+    dataset/test_case/**/*.py        checkout: task files, docstring YAML (see pyfile.py)
+    releases/**/testlist*.yaml       release lists of ``<stem>.py:<uid>`` ids
+    servers/...                      seeds (see seeds.py)
+
+Every test case found is parsed; the *tasks* are the test cases named by the
+release list, in its order (all test cases, in file order, if there is no
+release list). Scenario references, server names, golden tool names and the
+merged init are checked for the tasks; a test case outside the release whose
+scenario is missing only gets a warning (the v1.0 data ships five such
+development files).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from .domains import server_module
+from .errors import DatasetError, Problem, Severity, errors_only
+from .merge import effective_init, effective_inits
+from .models import CHECK_CUSTOM, AgentPrompt, Layout, Scenario, ServerInit, Task
+from .parse import parse_agent, parse_scenario, parse_test_case, test_case_entries, type_name
+from .pyfile import parse_py_test_file
+from .seeds import load_initial_data, load_seed
+from .yamlio import parse_yaml, read_text, yaml_error_message
+
+DEFAULT_RELEASE = "testlist_thinkingbox_bench_v1.yaml"
+DATASET_ENV = "TBX_DATASET"
+_RELEASE_ID = re.compile(r"^[^\s:/]+\.py:[^\s:]+$")
+
+
+def default_root() -> Path:
+    """``$TBX_DATASET``, else ``<repo>/../shared/benchmarks/thinkingbox-bench-v1``."""
+    env = os.environ.get(DATASET_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "thinkingbox-bench-v1"
+
+
+class Benchmark(BaseModel):
+    """A loaded benchmark. ``tasks`` are in release order; ``test_cases`` holds every
+    parsed test case by id (file order), including those outside the release."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    layout: Layout
+    scenarios: dict[str, Scenario]
+    agents: dict[str, AgentPrompt]
+    release: str | None
+    release_ids: list[str]
+    releases: dict[str, list[str]]
+    tasks: list[Task]
+    test_cases: dict[str, Task]
+    test_case_count: int
+    problems: list[Problem]
+
+    # -- lookups
+    def task(self, task_id: str) -> Task:
+        try:
+            return self.test_cases[task_id]
+        except KeyError:
+            raise KeyError(f"no test case {task_id!r} in {self.root}") from None
+
+    def scenario_of(self, task: Task) -> Scenario:
+        try:
+            return self.scenarios[task.scenario]
+        except KeyError:
+            raise KeyError(f"task {task.id}: unknown scenario {task.scenario!r}") from None
+
+    def by_domain(self) -> dict[str, list[Task]]:
+        out: dict[str, list[Task]] = {}
+        for t in self.tasks:
+            out.setdefault(t.domain, []).append(t)
+        return out
+
+    def effective_inits(self, task: Task) -> dict[str, ServerInit]:
+        """Every server's effective init; freshly merged on each call (safe to mutate)."""
+        return effective_inits(task, self.scenario_of(task))
+
+    def effective_init(self, task: Task, server: str | None = None) -> ServerInit:
+        """Scenario world_state merged with the task's init (sources included); a fresh copy."""
+        return effective_init(task, self.scenario_of(task), server)
+
+    # -- seeds
+    def seed(self, server_or_module: str) -> dict[str, list[dict[str, Any]]]:
+        """Base tables ``{table: rows}`` of a server (export layout: ``servers/<module>/seed.json``)."""
+        module = server_or_module
+        if not (self.root / "servers" / module).is_dir():
+            module = server_module(server_or_module)
+        if not (self.root / "servers" / module / "seed.json").is_file() and self.layout == "checkout":
+            raise DatasetError(
+                [
+                    Problem(
+                        path="servers",
+                        message="a checkout has no servers/<module>/seed.json; use initial_data()",
+                    )
+                ]
+            )
+        return load_seed(self.root, module)
+
+    def initial_data(self) -> dict[str, dict[str, Any]]:
+        """Checkout layout: ``{module_dir: {stem: rows}}`` from ``servers/**/initial_data/*.json``."""
+        return load_initial_data(self.root / "servers")
+
+    # -- status
+    @property
+    def errors(self) -> list[Problem]:
+        return errors_only(self.problems)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        head = (
+            f"{len(self.release_ids)} tasks in release list"
+            if self.release is not None
+            else f"no release list ({len(self.tasks)} tasks)"
+        )
+        return f"{head}, {self.test_case_count} test cases, {len(self.scenarios)} scenarios"
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _read_yaml(path: Path, rel: str, problems: list[Problem]) -> tuple[bool, Any]:
+    try:
+        return True, parse_yaml(read_text(path))
+    except yaml.YAMLError as exc:
+        problems.append(Problem(path=rel, message=yaml_error_message(exc)))
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(path=rel, message=f"cannot read: {exc}"))
+    return False, None
+
+
+def _is_test_file(p: Path) -> bool:
+    if p.name.startswith("."):
+        return False
+    if p.suffix == ".py":
+        return p.name not in ("__init__.py", "conftest.py")
+    return p.suffix in (".yaml", ".yml") and not p.name.endswith((".meta.yaml", ".meta.yml"))
+
+
+class _Loaded:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: list[Problem] = []
+        self.scenarios: dict[str, Scenario] = {}
+        self.agents: dict[str, AgentPrompt] = {}
+        self.test_cases: dict[str, Task] = {}
+        self.broken: set[str] = set()
+        self.count = 0
+        self.files: dict[str, str] = {}  # "<stem>.py" -> rel path
+        self.layout: Layout = "export"
+        self.releases: dict[str, list[str]] = {}
+        self.release: str | None = None
+        self.tasks: list[Task] = []
+
+    def rel(self, p: Path) -> str:
+        return _rel(p, self.root)
+
+    def load_named_yaml_dir(self, sub: str, required: bool) -> list[tuple[Path, str, Any]]:
+        folder = self.root / sub
+        if not folder.is_dir():
+            self.problems.append(
+                Problem(path=sub, message="missing folder", severity="error" if required else "warning")
+            )
+            return []
+        out = []
+        for path in sorted(folder.glob("*.yaml")):
+            rel = self.rel(path)
+            ok, raw = _read_yaml(path, rel, self.problems)
+            if ok:
+                out.append((path, rel, raw))
+        return out
+
+    def load_scenarios(self) -> None:
+        for path, rel, raw in self.load_named_yaml_dir("dataset/scenario", required=True):
+            scen, probs = parse_scenario(raw, path=rel, name=path.stem)
+            self.problems.extend(probs)
+            if scen is not None:
+                self.scenarios[scen.name] = scen
+
+    def load_agents(self) -> None:
+        for path, rel, raw in self.load_named_yaml_dir("dataset/agent", required=False):
+            agent, probs = parse_agent(raw, path=rel, name=path.stem)
+            self.problems.extend(probs)
+            if agent is not None:
+                self.agents[agent.name] = agent
+
+    def load_test_cases(self) -> None:
+        folder = self.root / "dataset" / "test_case"
+        if not folder.is_dir():
+            self.problems.append(Problem(path="dataset/test_case", message="missing folder"))
+            return
+        paths = sorted((p for p in folder.rglob("*") if p.is_file() and _is_test_file(p)), key=self.rel)
+        if any(p.suffix == ".py" for p in paths):
+            self.layout = "checkout"
+        for path in paths:
+            self.load_test_case_file(path)
+
+    def load_test_case_file(self, path: Path) -> None:
+        rel = self.rel(path)
+        file_name = f"{path.stem}.py"
+        if file_name in self.files:
+            self.problems.append(
+                Problem(
+                    path=rel,
+                    message=f"same file name as {self.files[file_name]}: task ids ({file_name}:<uid>) would collide; skipped",
+                )
+            )
+            return
+        self.files[file_name] = rel
+        entries: list[Any]
+        if path.suffix == ".py":
+            try:
+                text = read_text(path)
+            except (OSError, UnicodeDecodeError) as exc:
+                self.problems.append(Problem(path=rel, message=f"cannot read: {exc}"))
+                return
+            entries, probs = parse_py_test_file(text, rel)
+            self.problems.extend(probs)
+        else:
+            ok, raw = _read_yaml(path, rel, self.problems)
+            if not ok:
+                return
+            entries, probs = test_case_entries(raw, rel)
+            self.problems.extend(probs)
+
+        first_index: dict[str, int] = {}
+        for i, entry in enumerate(entries):
+            self.count += 1
+            uid = entry.get("uid") if isinstance(entry, dict) else None
+            if isinstance(uid, str) and uid in first_index:
+                self.problems.append(
+                    Problem(
+                        path=rel,
+                        task=uid,
+                        field="uid",
+                        message=f"duplicate test name (first defined as test_cases[{first_index[uid]}]); ignored",
+                    )
+                )
+                continue
+            if isinstance(uid, str):
+                first_index[uid] = i
+            if isinstance(entry, dict) and entry.get("__broken__"):
+                self.broken.add(f"{file_name}:{uid}")
+                continue
+            task, probs = parse_test_case(entry, path=rel, file=file_name, index=i)
+            self.problems.extend(probs)
+            if task is None:
+                if isinstance(uid, str):
+                    self.broken.add(f"{file_name}:{uid}")
+                continue
+            self.test_cases[task.id] = task
+
+    def load_releases(self, wanted: str | Path | None) -> None:
+        folder = self.root / "releases"
+        lists = sorted(folder.rglob("testlist*.yaml")) if folder.is_dir() else []
+        if wanted is not None:
+            candidate = Path(wanted)
+            if not candidate.is_absolute():
+                candidate = self.root / candidate
+            if candidate.is_file() and candidate not in lists:
+                lists.append(candidate)
+        for path in lists:
+            self.read_release(path)
+        if wanted is not None:
+            names = {self.rel(p): p for p in lists}
+            w = str(wanted)
+            match = [r for r, p in names.items() if w in (r, p.name, p.stem) or p in (Path(w), self.root / w)]
+            if not match:
+                self.problems.append(
+                    Problem(
+                        path="releases",
+                        message=f"no release list {str(wanted)!r} (found: {', '.join(names) or 'none'})",
+                    )
+                )
+                return
+            self.release = match[0]
+        elif len(lists) == 1:
+            self.release = self.rel(lists[0])
+        elif lists:
+            default = [p for p in lists if p.name == DEFAULT_RELEASE]
+            if default:
+                self.release = self.rel(default[0])
+            else:
+                self.problems.append(
+                    Problem(
+                        path="releases",
+                        message=f"several release lists ({', '.join(self.rel(p) for p in lists)}); choose one with release=",
+                    )
+                )
+
+    def read_release(self, path: Path) -> None:
+        rel = self.rel(path)
+        ok, raw = _read_yaml(path, rel, self.problems)
+        if not ok:
+            return
+        if not isinstance(raw, list):
+            self.problems.append(
+                Problem(path=rel, message=f"must be a list of task ids, got {type_name(raw)}")
+            )
+            return
+        ids: list[str] = []
+        seen: set[str] = set()
+        for i, item in enumerate(raw):
+            if not isinstance(item, str) or not _RELEASE_ID.match(item):
+                self.problems.append(
+                    Problem(
+                        path=rel, field=f"[{i}]", message=f"not a task id (<file>.py:<test name>): {item!r}"
+                    )
+                )
+                continue
+            if item in seen:
+                self.problems.append(Problem(path=rel, task=item, field=f"[{i}]", message="listed twice"))
+                continue
+            seen.add(item)
+            ids.append(item)
+        self.releases[rel] = ids
+
+    def select_tasks(self) -> None:
+        if self.release is None:
+            candidates = list(self.test_cases.values())
+        else:
+            candidates = []
+            for task_id in self.releases.get(self.release, []):
+                task = self.test_cases.get(task_id)
+                if task is not None:
+                    candidates.append(task)
+                elif task_id not in self.broken:  # broken ones are reported already
+                    file_name, uid = task_id.split(":", 1)
+                    hint = (
+                        f"{self.files[file_name]} has no test named {uid!r}"
+                        if file_name in self.files
+                        else f"no test-case file {file_name[:-3]}.yaml/.py under dataset/test_case"
+                    )
+                    self.problems.append(
+                        Problem(path=self.release, task=task_id, message=f"no such test case: {hint}")
+                    )
+        for task in candidates:
+            if self.check_task(task):
+                self.tasks.append(task)
+        self.warn_unused_scenarios({t.id for t in candidates})
+
+    def check_task(self, task: Task) -> bool:
+        def add(field: str | None, message: str, severity: Severity = "error") -> None:
+            self.problems.append(
+                Problem(path=task.source, task=task.uid, field=field, message=message, severity=severity)
+            )
+
+        scen = self.scenarios.get(task.scenario)
+        if scen is None:
+            add("scenario", f"unknown scenario {task.scenario!r} (no dataset/scenario/{task.scenario}.yaml)")
+            return False
+        ok = True
+        for server in task.init:
+            if server not in scen.world_state:
+                add(
+                    f"init.{server}",
+                    f"server not in scenario {scen.name!r} world_state (servers: {', '.join(scen.servers) or 'none'})",
+                )
+                ok = False
+        if not ok:
+            return False
+        try:
+            inits = effective_inits(task, scen)
+        except DatasetError as exc:
+            self.problems.extend(exc.problems)
+            return False
+        allowed = set(scen.tool_names)
+        for server, cfg in inits.items():
+            for i, call in enumerate(cfg.golden_tool_interactions):
+                if call.tool not in allowed:
+                    add(
+                        f"init.{server}.golden_test_case.tool_interactions[{i}].tool",
+                        f"tool {call.tool!r} is not in scenario {scen.name!r}'s tools list",
+                    )
+                    ok = False
+        if CHECK_CUSTOM in task.checks:
+            add("checks", f"{CHECK_CUSTOM} checks are not part of the export and are not run", "warning")
+        return ok
+
+    def warn_unused_scenarios(self, selected: set[str]) -> None:
+        missing: dict[tuple[str, str], int] = defaultdict(int)
+        for task in self.test_cases.values():
+            if task.id not in selected and task.scenario not in self.scenarios:
+                missing[(task.source, task.scenario)] += 1
+        for (source, scen), n in missing.items():
+            self.problems.append(
+                Problem(
+                    path=source,
+                    message=f"{n} test case{'s use' if n != 1 else ' uses'} scenario {scen!r}, which has no "
+                    f"dataset/scenario/{scen}.yaml; not in the release list, so ignored",
+                    severity="warning",
+                )
+            )
+
+    def benchmark(self) -> Benchmark:
+        return Benchmark(
+            root=self.root,
+            layout=self.layout,
+            scenarios=self.scenarios,
+            agents=self.agents,
+            release=self.release,
+            release_ids=self.releases.get(self.release, []) if self.release else [],
+            releases=self.releases,
+            tasks=self.tasks,
+            test_cases=self.test_cases,
+            test_case_count=self.count,
+            problems=self.problems,
+        )
+
+
+def _load(root: Path | str, release: str | Path | None) -> Benchmark:
+    loaded = _Loaded(Path(root).expanduser().absolute())
+    if not (loaded.root / "dataset").is_dir():
+        loaded.problems.append(
+            Problem(
+                path=str(loaded.root),
+                message="not a benchmark directory: no dataset/ folder "
+                "(expected dataset/scenario, dataset/test_case, releases/)",
+            )
+        )
+        return loaded.benchmark()
+    loaded.load_scenarios()
+    loaded.load_agents()
+    loaded.load_test_cases()
+    loaded.load_releases(release)
+    loaded.select_tasks()
+    return loaded.benchmark()
+
+
+def validate_benchmark(root: Path | str, *, release: str | Path | None = None) -> list[Problem]:
+    """Every problem (errors and warnings) of a benchmark directory; never raises for bad data."""
+    return list(_load(root, release).problems)
+
+
+def load_benchmark(
+    root: Path | str | None = None, *, release: str | Path | None = None, strict: bool = True
+) -> Benchmark:
+    """Load a benchmark directory (default: :func:`default_root`).
+
+    ``release``: a release list's path (relative to ``root`` or absolute), file
+    name or stem; default: the only ``releases/**/testlist*.yaml``, or
+    ``testlist_thinkingbox_bench_v1.yaml`` when there are several.
+    ``strict=True`` raises :class:`DatasetError` (carrying all problems) if any
+    error was found; ``strict=False`` returns the good tasks with
+    ``Benchmark.problems`` listing the rest (warnings never raise).
+    """
+    bench = _load(default_root() if root is None else root, release)
+    if strict and bench.errors:
+        raise DatasetError(bench.problems, f"{bench.root}: {len(bench.errors)} problem(s); {bench.summary()}")
+    return bench

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Stage the build context on the host: dependency wheels (cached) and a wheel of
+# this repository's `servers` package, so the image installs everything offline.
+set -euo pipefail
+CTX="$1"
+REPO="${TBX_REPO:?TBX_REPO must point at the tbx checkout}"
+PY="${TBX_PYTHON:-python3}"
+CACHE="${TBX_CACHE:-$HOME/.cache/tbx}/wheels-servers"
+mkdir -p "$CACHE" "$CTX/wheels" "$CTX/app"
+# Wheels for the image's CPython 3.11 (Debian bookworm) on x86_64/aarch64 glibc.
+# The resolved set is cached per (requirements, constraints): no index round-trips on rebuilds.
+KEY=$(cat "$REPO/images/servers/requirements.txt" "$REPO/constraints.txt" | sha256sum | cut -c1-16)
+if [ ! -f "$CACHE/$KEY/.complete" ]; then
+  mkdir -p "$CACHE/$KEY"
+  "$PY" -m pip download -q --only-binary=:all: --python-version 3.11 --implementation cp \
+    --platform "manylinux_2_36_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" --platform "manylinux2014_$(uname -m)" \
+    -r "$REPO/images/servers/requirements.txt" -c "$REPO/constraints.txt" -d "$CACHE/$KEY"
+  touch "$CACHE/$KEY/.complete"
+fi
+cp "$CACHE/$KEY"/*.whl "$CTX/wheels/"
+# A wheel holding only the servers package (the image never sees bench/, sandbox/ or judge/).
+SRC=$(mktemp -d)
+trap 'rm -rf "$SRC"' EXIT
+cp -r "$REPO/servers" "$SRC/servers"
+find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
+# Pure-Python wheel of our own package: zip it directly (no build backend, no index).
+"$PY" - "$SRC" "$CTX/app" <<'PYEOF'
+import base64, hashlib, os, sys, zipfile
+src, out = sys.argv[1], sys.argv[2]
+name, version = "tbx_servers", "0.1.0"
+dist = f"{name}-{version}.dist-info"
+records, files = [], []
+for root, _, names in os.walk(os.path.join(src, "servers")):
+    for n in sorted(names):
+        if n.endswith((".py", ".json")):
+            path = os.path.join(root, n)
+            files.append((os.path.relpath(path, src), open(path, "rb").read()))
+meta = {
+    f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: tbx-servers\nVersion: {version}\n".encode(),
+    f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tbx\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+with zipfile.ZipFile(os.path.join(out, f"{name}-{version}-py3-none-any.whl"), "w", zipfile.ZIP_DEFLATED) as z:
+    for arc, data in files + sorted(meta.items()):
+        z.writestr(zipfile.ZipInfo(arc, (2020, 1, 1, 0, 0, 0)), data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        records.append(f"{arc},sha256={digest},{len(data)}")
+    records.append(f"{dist}/RECORD,,")
+    z.writestr(zipfile.ZipInfo(f"{dist}/RECORD", (2020, 1, 1, 0, 0, 0)), "\n".join(records) + "\n")
+PYEOF

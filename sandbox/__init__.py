@@ -1,0 +1,1 @@
+"""Per-attempt isolation: images, container sets, sweeper."""

@@ -1,0 +1,165 @@
+"""Build and find tbx's images. Tags carry a content hash of their inputs, so a
+build is reused until an input changes, and a sandbox never runs a stale image.
+
+    tbx images build [--force] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker.errors
+
+from sandbox.docker_client import docker_client
+from sandbox.errors import ImageMissingError, SandboxError
+
+REPO = Path(__file__).resolve().parents[1]
+IMAGES_DIR = REPO / "images"
+BASE_TAG = "debian:bookworm-slim"
+LABEL = "tbx.image"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    # Files outside images/<name>/ whose content goes into the image (globs, relative to the repo).
+    extra_inputs: tuple[str, ...] = ()
+
+    @property
+    def dir(self) -> Path:
+        return IMAGES_DIR / self.name
+
+
+IMAGES: dict[str, ImageSpec] = {
+    "postgres": ImageSpec("postgres"),
+    "typesense": ImageSpec("typesense"),
+    "servers": ImageSpec("servers", extra_inputs=("servers/**/*.py", "constraints.txt")),
+}
+
+
+def _input_files(spec: ImageSpec) -> list[Path]:
+    files = [p for p in spec.dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    for pattern in spec.extra_inputs:
+        files.extend(p for p in REPO.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(set(files))
+
+
+def content_hash(spec: ImageSpec) -> str:
+    h = hashlib.sha256()
+    for path in _input_files(spec):
+        h.update(str(path.relative_to(REPO)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def image_tag(name: str) -> str:
+    return f"tbx/{name}:{content_hash(IMAGES[name])}"
+
+
+def require_image(name: str) -> str:
+    """The tag a sandbox must run; a clear error when it has not been built."""
+    tag = image_tag(name)
+    try:
+        docker_client().images.get(tag)
+    except docker.errors.ImageNotFound:
+        raise ImageMissingError(
+            f"image {tag} is missing (its inputs changed or it was never built): run `make images` "
+            f"or `tbx images build {name}`"
+        ) from None
+    return tag
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    name: str
+    tag: str
+    digest: str
+    reused: bool
+    seconds: float
+
+
+def ensure_base() -> None:
+    try:
+        docker_client().images.get(BASE_TAG)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    script = IMAGES_DIR / "base" / "build-base.sh"
+    subprocess.run(["bash", str(script)], check=True)
+
+
+def build_image(name: str, force: bool = False) -> BuildResult:
+    spec = IMAGES[name]
+    tag = image_tag(name)
+    client = docker_client()
+    start = time.monotonic()
+    if not force:
+        try:
+            img = client.images.get(tag)
+            return BuildResult(name, tag, img.id, True, time.monotonic() - start)
+        except docker.errors.ImageNotFound:
+            pass
+    ensure_base()
+    with tempfile.TemporaryDirectory(prefix=f"tbx-build-{name}-") as tmp:
+        ctx = Path(tmp)
+        shutil.copytree(spec.dir, ctx, dirs_exist_ok=True)
+        prepare = spec.dir / "prepare.sh"
+        if prepare.exists():
+            env = {**os.environ, "TBX_REPO": str(REPO), "TBX_PYTHON": sys.executable}
+            subprocess.run(["bash", str(prepare), str(ctx)], check=True, env=env)
+        # The docker CLI streams progress and honours the host's build settings;
+        # docker-py's build() would buffer it all.
+        proc = subprocess.run(
+            [
+                "docker",
+                "build",
+                "-q",
+                "--label",
+                f"{LABEL}={name}",
+                "-t",
+                tag,
+                "-t",
+                f"tbx/{name}:latest",
+                str(ctx),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise SandboxError(f"building image {name} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    img = client.images.get(tag)
+    return BuildResult(name, tag, img.id, False, time.monotonic() - start)
+
+
+def prune_stale(name: str) -> list[str]:
+    """Remove older content-hash tags of an image (keep the current one)."""
+    current = image_tag(name)
+    removed = []
+    for img in docker_client().images.list(filters={"label": f"{LABEL}={name}"}):
+        for t in img.tags:
+            if t.startswith(f"tbx/{name}:") and t not in (current, f"tbx/{name}:latest"):
+                try:
+                    docker_client().images.remove(t, noprune=False)
+                    removed.append(t)
+                except docker.errors.APIError:
+                    continue
+    return removed
+
+
+def build_command(names: list[str], force: bool = False) -> int:
+    for name in names or list(IMAGES):
+        if name not in IMAGES:
+            print(f"unknown image {name!r}; known: {', '.join(IMAGES)}", file=sys.stderr)
+            return 2
+        r = build_image(name, force=force)
+        print(f"{'reused' if r.reused else 'built '} {r.tag:<36} {r.digest}  ({r.seconds:.1f}s)", flush=True)
+        prune_stale(name)
+    return 0

@@ -1,0 +1,391 @@
+"""One attempt's disposable container set.
+
+    with Sandbox(SandboxRequest(domains=["retail"], seed={"retail": rows})) as sb:
+        sb.handle.servers["retail"]          # MCP endpoint (bridge IP)
+        sb.handle.pg.admin_dsn("retail")     # host-side (judge) connection
+
+`async with AsyncSandbox(...)` does the same without blocking the event loop.
+Teardown always runs (normal exit, exception, Ctrl-C); anything a killed
+process leaves behind carries labels the sweeper finds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import docker.errors
+import httpx
+import psycopg
+from psycopg import sql
+from pydantic import BaseModel, ConfigDict, Field
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
+
+from sandbox import labels as lbl
+from sandbox.docker_client import docker_client
+from sandbox.errors import ContainerStartError, NetworkPoolExhaustedError, SandboxError, SeedError
+from sandbox.images import require_image
+from sandbox.services import (
+    PG_BOOTSTRAP_PASSWORD,
+    PG_PORT,
+    SERVER_PORT,
+    TYPESENSE_PORT,
+    Limits,
+    ServiceSpec,
+    hardened_container,
+    postgres_spec,
+    server_spec,
+    typesense_spec,
+)
+from servers.engine.seeding import DataPatchError, load_state
+from servers.engine.store import TOOL_ROLE
+from servers.registry import load_domain
+
+POLL_INTERVAL = 0.01
+ALIVE_CHECK_EVERY = 0.5  # seconds between "did the container die?" checks while polling
+T = TypeVar("T")
+
+
+class SandboxRequest(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    domains: list[str] = Field(min_length=1)
+    # domain -> table -> initial rows (already validated, e.g. by servers.engine.seeding.initial_rows)
+    seed: dict[str, dict[str, list[dict[str, Any]]]] = Field(default_factory=dict)
+    # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
+    policy_sources: list[dict[str, Any]] = Field(default_factory=list)
+    typesense: bool = True
+    run_id: str = Field(default_factory=lambda: lbl.new_id("run"))
+    attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
+    limits: Limits = Field(default_factory=Limits)
+    start_timeout: float = 30.0
+
+
+class PgEndpoint(BaseModel):
+    host: str
+    port: int = PG_PORT
+    admin_password: str
+    tool_password: str
+
+    def admin_dsn(self, domain: str) -> str:
+        return _dsn(self.host, self.port, "postgres", self.admin_password, domain)
+
+    def tool_dsn(self, domain: str) -> str:
+        return _dsn(self.host, self.port, TOOL_ROLE, self.tool_password, domain)
+
+    def psql_command(self, domain: str) -> str:
+        return (
+            f"PGPASSWORD='{self.admin_password}' PGOPTIONS='-c search_path={schema_name(domain)}' "
+            f"psql -h {self.host} -p {self.port} -U postgres postgres"
+        )
+
+
+class AttemptHandle(BaseModel):
+    run_id: str
+    attempt_id: str
+    network: str
+    pg: PgEndpoint
+    typesense_url: str | None = None
+    typesense_api_key: str | None = None
+    collection: str | None = None
+    servers: dict[str, str] = Field(default_factory=dict)  # domain -> MCP URL
+    containers: dict[str, str] = Field(default_factory=dict)  # role -> container id
+    timings: dict[str, float] = Field(default_factory=dict)
+
+
+def schema_name(domain: str) -> str:
+    return f"tbx_{domain}"
+
+
+def _dsn(host: str, port: int, user: str, password: str, domain: str) -> str:
+    return psycopg.conninfo.make_conninfo(
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        dbname="postgres",
+        options=f"-c search_path={schema_name(domain)}",
+        connect_timeout=5,
+    )
+
+
+def _ip(container: DockerContainer, network: str) -> str:
+    wrapped = container.get_wrapped_container()
+    wrapped.reload()
+    return str(wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+
+
+def _tail_logs(container: DockerContainer, lines: int = 20) -> str:
+    try:
+        out = container.get_wrapped_container().logs(tail=lines).decode(errors="replace")
+    except docker.errors.APIError:
+        return "(no logs)"
+    return out.strip() or "(no output)"
+
+
+class Sandbox:
+    """A started container set; `close()` (or leaving the `with` block) removes it."""
+
+    def __init__(self, request: SandboxRequest):
+        self.request = request
+        self.handle: AttemptHandle | None = None
+        self._network: Network | None = None
+        self._containers: dict[str, DockerContainer] = {}
+        self._closed = False
+
+    # ---- context manager ---------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- start -------------------------------------------------------------
+    def start(self) -> AttemptHandle:
+        try:
+            self.handle = self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self.handle
+
+    def _labels(self, role: str) -> dict[str, str]:
+        return lbl.labels_for(self.request.run_id, self.request.attempt_id, role, os.getpid())
+
+    def _start(self) -> AttemptHandle:
+        req = self.request
+        t0 = time.monotonic()
+        images = {"postgres": require_image("postgres"), "servers": require_image("servers")}
+        if req.typesense:
+            images["typesense"] = require_image("typesense")
+        for d in req.domains:
+            load_domain(d)  # fail before starting anything if a domain is unknown
+
+        self._network = Network(
+            docker_network_kw={"internal": True, "driver": "bridge", "labels": self._labels("network")}
+        )
+        try:
+            self._network.create()
+        except docker.errors.APIError as exc:
+            if "address pool" in str(exc) or "non-overlapping" in str(exc):
+                raise NetworkPoolExhaustedError(
+                    "Docker has no free address pool for another private network. Run `tbx gc` to remove "
+                    "leftover tbx networks, lower the concurrency, or give dockerd more (smaller) pools via "
+                    '"default-address-pools" in /etc/docker/daemon.json (e.g. base 10.200.0.0/16, size 24).'
+                ) from exc
+            raise
+        net = self._network.name
+
+        admin_pw, tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+        ts_key = secrets.token_urlsafe(18)
+        collection = "policies" if (req.typesense and req.policy_sources) else ""
+        specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"]), "postgres")]
+        if req.typesense:
+            specs.append((typesense_spec(images["typesense"], ts_key), "typesense"))
+        for d in req.domains:
+            env = {
+                "TBX_PG_DSN": _dsn("postgres", PG_PORT, TOOL_ROLE, tool_pw, d),
+                "TBX_TYPESENSE_URL": f"http://typesense:{TYPESENSE_PORT}" if req.typesense else "",
+                "TBX_TYPESENSE_API_KEY": ts_key if req.typesense else "",
+                "TBX_TYPESENSE_COLLECTION": collection,
+            }
+            specs.append((server_spec(images["servers"], d, env), d))
+
+        with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+            started = {spec.role: pool.submit(self._run_container, spec, alias, net) for spec, alias in specs}
+            ips = {role: fut.result() for role, fut in started.items()}
+            t_started = time.monotonic()
+            deadline = t0 + req.start_timeout
+            pg_host = ips["postgres"]
+            pg = PgEndpoint(host=pg_host, admin_password=admin_pw, tool_password=tool_pw)
+            waits: list[Future[Any]] = [pool.submit(self._seed_postgres, pg, deadline)]
+            ts_url = None
+            if req.typesense:
+                ts_url = f"http://{ips['typesense']}:{TYPESENSE_PORT}"
+                waits.append(pool.submit(self._prepare_typesense, ts_url, ts_key, collection, deadline))
+            for d in req.domains:
+                waits.append(
+                    pool.submit(
+                        self._wait_http,
+                        f"server-{d}",
+                        f"http://{ips[f'server-{d}']}:{SERVER_PORT}/healthz",
+                        deadline,
+                    )
+                )
+            timings = {}
+            for fut in waits:
+                name, seconds = fut.result()
+                timings[name] = seconds
+        timings["containers_started"] = t_started - t0
+        timings["ready"] = time.monotonic() - t0
+        return AttemptHandle(
+            run_id=req.run_id,
+            attempt_id=req.attempt_id,
+            network=net,
+            pg=pg,
+            typesense_url=ts_url,
+            typesense_api_key=ts_key if req.typesense else None,
+            collection=collection or None,
+            servers={d: f"http://{ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains},
+            containers={role: c.get_wrapped_container().id for role, c in self._containers.items()},
+            timings=timings,
+        )
+
+    def _run_container(self, spec: ServiceSpec, alias: str, network: str) -> str:
+        assert self._network is not None
+        container = hardened_container(spec, self._network, self._labels(spec.role), self.request.limits)
+        container.with_network_aliases(alias)
+        self._containers[spec.role] = container
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise ContainerStartError(f"{spec.role}: docker could not start {spec.image}: {exc}") from exc
+        return _ip(container, network)
+
+    def _check_alive(self, role: str) -> None:
+        container = self._containers[role]
+        wrapped = container.get_wrapped_container()
+        wrapped.reload()
+        if wrapped.status in ("exited", "dead"):
+            code = wrapped.attrs.get("State", {}).get("ExitCode")
+            raise ContainerStartError(
+                f"{role} container exited during start (exit code {code}); last log lines:\n{_tail_logs(container)}"
+            )
+
+    def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
+        last: Exception | None = None
+        next_check = time.monotonic() + ALIVE_CHECK_EVERY
+        while time.monotonic() < deadline:
+            try:
+                return probe()
+            except Exception as exc:  # the service is not up yet
+                last = exc
+            if time.monotonic() >= next_check:
+                self._check_alive(role)
+                next_check = time.monotonic() + ALIVE_CHECK_EVERY
+            time.sleep(POLL_INTERVAL)
+        self._check_alive(role)
+        raise ContainerStartError(
+            f"{role} not ready within {self.request.start_timeout:.0f}s ({last}); last log lines:\n"
+            f"{_tail_logs(self._containers[role])}"
+        )
+
+    def _wait_http(self, role: str, url: str, deadline: float) -> tuple[str, float]:
+        t = time.monotonic()
+
+        def probe() -> None:
+            httpx.get(url, timeout=1.0).raise_for_status()
+
+        self._poll(role, deadline, probe)
+        return f"{role}_ready", time.monotonic() - t
+
+    def _seed_postgres(self, pg: PgEndpoint, deadline: float) -> tuple[str, float]:
+        t = time.monotonic()
+        bootstrap = psycopg.conninfo.make_conninfo(
+            host=pg.host,
+            port=pg.port,
+            user="postgres",
+            password=PG_BOOTSTRAP_PASSWORD,
+            dbname="postgres",
+            connect_timeout=2,
+        )
+        conn = self._poll("postgres", deadline, lambda: psycopg.connect(bootstrap, autocommit=True))
+        ready = time.monotonic() - t
+        with conn:
+            # Per-attempt secrets replace the image's bootstrap password before anything else connects.
+            conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(pg.admin_password)))
+            conn.execute(
+                sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
+                    sql.Identifier(TOOL_ROLE), sql.Literal(pg.tool_password)
+                )
+            )
+            for d in self.request.domains:
+                domain = load_domain(d)
+                schema = sql.Identifier(schema_name(d))
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+                conn.execute(
+                    sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, sql.Identifier(TOOL_ROLE))
+                )
+                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
+                try:
+                    load_state(conn, domain.tables, self.request.seed.get(d, {}))
+                except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
+                    raise SeedError(f"seeding {d} failed: {exc}") from exc
+        self._pg_ready = ready
+        return "postgres_seeded", time.monotonic() - t
+
+    def _prepare_typesense(
+        self, url: str, api_key: str, collection: str, deadline: float
+    ) -> tuple[str, float]:
+        t = time.monotonic()
+
+        def probe() -> None:
+            httpx.get(f"{url}/health", timeout=1.0).raise_for_status()
+
+        self._poll("typesense", deadline, probe)
+        if collection:
+            from servers import knowledge
+
+            client = knowledge.make_client(url, api_key)
+            knowledge.index_sources(client, collection, self.request.policy_sources)
+        return "typesense_ready", time.monotonic() - t
+
+    # ---- teardown ----------------------------------------------------------
+    def close(self) -> None:
+        """Remove every container and the network of this attempt. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        client = docker_client()
+        victims = client.containers.list(
+            all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}
+        )
+        with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
+            list(pool.map(_remove_container, victims))
+        for net in client.networks.list(filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                net.remove()
+
+
+def _remove_container(container: Any) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        container.remove(force=True, v=True)
+
+
+class AsyncSandbox:
+    """`async with AsyncSandbox(request) as sb:`; blocking Docker work runs in threads."""
+
+    def __init__(self, request: SandboxRequest):
+        self.sandbox = Sandbox(request)
+
+    @property
+    def handle(self) -> AttemptHandle:
+        if self.sandbox.handle is None:
+            raise SandboxError("sandbox not started")
+        return self.sandbox.handle
+
+    async def __aenter__(self) -> AsyncSandbox:
+        try:
+            await asyncio.to_thread(self.sandbox.start)
+        except BaseException:
+            # Cancellation (Ctrl-C in an event loop) must not leak what the thread created.
+            await asyncio.shield(asyncio.to_thread(self.sandbox.close))
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.shield(asyncio.to_thread(self.sandbox.close))
+
+
+@contextlib.contextmanager
+def sandbox(request: SandboxRequest) -> Iterator[Sandbox]:
+    with Sandbox(request) as sb:
+        yield sb

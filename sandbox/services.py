@@ -1,0 +1,104 @@
+"""The containers of one attempt: how each is run, hardened and health-checked.
+
+Each service is a small testcontainers `DockerContainer` with the same
+hardening: every capability dropped, no-new-privileges, memory and pids
+limits, a read-only root filesystem with tmpfs where the service writes, no
+published ports (the host reaches the private network by bridge IP) and never
+the Docker socket.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
+
+PG_PORT = 5432
+TYPESENSE_PORT = 8108
+SERVER_PORT = 8000
+PG_BOOTSTRAP_PASSWORD = "tbx-bootstrap"  # replaced by per-attempt passwords at seed time
+# The images run their services under fixed ids; tmpfs mounts are handed to
+# them with uid=/gid= (some Docker setups ignore a tmpfs mode=).
+PG_UID = 999
+SERVER_UID = 10001
+TYPESENSE_UID = 10002
+
+
+def _tmpfs(size: str, uid: int) -> str:
+    return f"rw,nosuid,nodev,noexec,size={size},uid={uid},gid={uid}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: str = "512m"
+    pids: int = 256
+    runtime: str | None = None  # e.g. "runsc" (gVisor)
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    role: str  # "postgres", "typesense", "server-<domain>"
+    image: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+    command: list[str] | None = None
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+
+
+def hardened_container(
+    spec: ServiceSpec, network: Network, labels: dict[str, str], limits: Limits
+) -> DockerContainer:
+    kwargs: dict[str, Any] = {
+        "labels": labels,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "mem_limit": limits.memory,
+        "memswap_limit": limits.memory,
+        "pids_limit": limits.pids,
+        "read_only": True,
+        "ipc_mode": "private",
+    }
+    if spec.user:
+        kwargs["user"] = spec.user
+    if limits.runtime:
+        kwargs["runtime"] = limits.runtime
+    container = DockerContainer(spec.image, command=spec.command, env=spec.env, network=network, **kwargs)
+    # DockerContainer keeps tmpfs separately and would override ours with {}.
+    container.tmpfs = dict(spec.tmpfs)
+    return container
+
+
+def postgres_spec(image: str) -> ServiceSpec:
+    return ServiceSpec(
+        role="postgres",
+        image=image,
+        port=PG_PORT,
+        tmpfs={"/var/lib/postgresql": _tmpfs("256m", PG_UID), "/tmp": _tmpfs("16m", PG_UID)},
+    )
+
+
+def typesense_spec(image: str, api_key: str) -> ServiceSpec:
+    return ServiceSpec(
+        role="typesense",
+        image=image,
+        port=TYPESENSE_PORT,
+        env={"TYPESENSE_API_KEY": api_key},
+        tmpfs={"/data": _tmpfs("128m", TYPESENSE_UID), "/tmp": _tmpfs("16m", TYPESENSE_UID)},
+    )
+
+
+def server_spec(image: str, domain: str, env: dict[str, str]) -> ServiceSpec:
+    return ServiceSpec(
+        role=f"server-{domain}",
+        image=image,
+        port=SERVER_PORT,
+        env=env,
+        command=[domain, "--port", str(SERVER_PORT)],
+        tmpfs={"/tmp": _tmpfs("16m", SERVER_UID)},
+    )

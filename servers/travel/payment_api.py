@@ -1,0 +1,243 @@
+"""payment_api: charges, refunds, disputes, invoices and payment methods."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from pydantic import Field
+
+from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
+from servers.travel.common import (
+    BOOKINGS,
+    DISPUTE_AT,
+    INVOICE_STAMP,
+    PAYMENT_AT,
+    TRANSACTIONS,
+    LaxInput,
+    cents,
+    compact,
+    newest_first,
+)
+
+
+def _booking(ctx: ToolContext, ref: str) -> dict[str, Any]:
+    row = ctx.db.first(BOOKINGS, booking_reference=ref)
+    if row is None:
+        raise ToolError(f"Booking not found: {ref}")
+    return row
+
+
+def _next_txn_id(ctx: ToolContext) -> str:
+    return f"TXN-{ctx.db.count(TRANSACTIONS) + 1:08d}"
+
+
+# ---- check_payment_status ----------------------------------------------------
+class PaymentStatusInput(LaxInput):
+    booking_reference: str = Field(description="Booking whose latest payment to look at.")
+
+
+@tool(
+    "payment_api_check_payment_status",
+    PaymentStatusInput,
+    "Return the status, transaction id and payment method of a booking's most recent transaction.",
+)
+def check_payment_status(ctx: ToolContext, args: PaymentStatusInput) -> dict[str, Any]:
+    rows = ctx.db.find(TRANSACTIONS, booking_reference=args.booking_reference)
+    if not rows:
+        raise ToolError(f"No transactions found for booking: {args.booking_reference}")
+    latest = rows[0]
+    for row in rows[1:]:
+        if row["created_at"] > latest["created_at"]:
+            latest = row
+    out = {
+        "payment_status": latest["payment_status"],
+        "transaction_id": latest["transaction_id"],
+        "payment_method": latest["payment_method"],
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# ---- generate_invoice --------------------------------------------------------
+class InvoiceInput(LaxInput):
+    booking_reference: str = Field(description="Booking to invoice.")
+    invoice_type: str = Field(description="Kind of document wanted, e.g. receipt.")
+
+
+@tool(
+    "payment_api_generate_invoice",
+    InvoiceInput,
+    "Produce the invoice (or receipt) link for a booking.",
+)
+def generate_invoice(ctx: ToolContext, args: InvoiceInput) -> dict[str, Any]:
+    ref = args.booking_reference
+    _booking(ctx, ref)
+    return {
+        "invoice_url": f"https://staybridge.com/invoices/{ref}-{INVOICE_STAMP}.pdf",
+        "invoice_id": f"INV-{ref}-{INVOICE_STAMP}",
+    }
+
+
+# ---- get_transaction_history -------------------------------------------------
+class TransactionHistoryInput(LaxInput):
+    customer_id: str | None = Field(default=None, description="Only transactions of this customer.")
+    booking_reference: str | None = Field(default=None, description="Only transactions of this booking.")
+
+
+@tool(
+    "payment_api_get_transaction_history",
+    TransactionHistoryInput,
+    "List the payment transactions of a customer and/or a booking, newest first.",
+)
+def get_transaction_history(ctx: ToolContext, args: TransactionHistoryInput) -> dict[str, Any]:
+    if not args.customer_id and not args.booking_reference:
+        raise ToolError("Either customer_id or booking_reference must be provided")
+    filters = {}
+    if args.customer_id:
+        filters["customer_id"] = args.customer_id
+    if args.booking_reference:
+        filters["booking_reference"] = args.booking_reference
+    rows = newest_first(ctx.db.find(TRANSACTIONS, **filters))
+    return {"transactions": [compact(ctx, TRANSACTIONS, r) for r in rows]}
+
+
+# ---- process_charge ----------------------------------------------------------
+class ChargeInput(LaxInput):
+    booking_reference: str = Field(description="Booking to charge.")
+    charge_amount: Decimal = Field(description='Amount to charge in USD, e.g. "120.00".')
+    reason: str = Field(description="Why the customer is charged.")
+
+
+@tool(
+    "payment_api_process_charge",
+    ChargeInput,
+    "Charge the customer of a booking an additional amount (e.g. a price difference or a fee).",
+)
+def process_charge(ctx: ToolContext, args: ChargeInput) -> dict[str, Any]:
+    booking = _booking(ctx, args.booking_reference)
+    if args.charge_amount <= 0:
+        raise ToolError("Invalid charge amount - must be greater than 0")
+    txn_id = _next_txn_id(ctx)
+    ctx.db.insert(
+        TRANSACTIONS,
+        {
+            "id": txn_id,
+            "transaction_id": txn_id,
+            "booking_reference": args.booking_reference,
+            "customer_id": booking["customer_id"],
+            "amount": cents(args.charge_amount),
+            "currency": "USD",
+            "transaction_type": "charge",
+            "payment_status": "successful",
+            "payment_method": None,
+            "reason": args.reason,
+            "processing_time_estimate": None,
+            "created_at": PAYMENT_AT,
+            "updated_at": PAYMENT_AT,
+        },
+    )
+    return {"transaction_id": txn_id, "payment_status": "successful"}
+
+
+# ---- process_charge_dispute --------------------------------------------------
+class DisputeInput(ToolInput):
+    transaction_id: str = Field(description="Transaction being disputed.")
+    dispute_reason: str = Field(description="Why the charge is disputed.")
+    dispute_amount: Decimal = Field(description='Disputed amount in USD, e.g. "75.00".')
+
+
+@tool(
+    "payment_api_process_charge_dispute",
+    DisputeInput,
+    "Open a dispute case against a transaction; the case starts under review.",
+)
+def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, Any]:
+    original = ctx.db.first(TRANSACTIONS, transaction_id=args.transaction_id)
+    if original is None:
+        raise ToolError(f"Transaction not found: {args.transaction_id}")
+    case_id = f"DSP-{len(ctx.db.find(TRANSACTIONS, transaction_type='dispute')) + 1:08d}"
+    ctx.db.insert(
+        TRANSACTIONS,
+        {
+            "id": case_id,
+            "transaction_id": case_id,
+            "booking_reference": original["booking_reference"],
+            "customer_id": original["customer_id"],
+            "amount": cents(args.dispute_amount),
+            "currency": "USD",
+            "transaction_type": "dispute",
+            "payment_status": "pending",
+            "payment_method": None,
+            "reason": args.dispute_reason,
+            "processing_time_estimate": None,
+            "created_at": DISPUTE_AT,
+            "updated_at": DISPUTE_AT,
+        },
+    )
+    return {"dispute_case_id": case_id, "dispute_status": "under_review"}
+
+
+# ---- process_refund ----------------------------------------------------------
+class RefundInput(LaxInput):
+    booking_reference: str = Field(description="Booking to refund.")
+    refund_amount: Decimal = Field(description='Amount to refund in USD, e.g. "250.00".')
+    reason: str = Field(description="Why the refund is made.")
+
+
+@tool(
+    "payment_api_process_refund",
+    RefundInput,
+    "Refund an amount to the customer of a booking (3-5 business days to arrive).",
+)
+def process_refund(ctx: ToolContext, args: RefundInput) -> dict[str, Any]:
+    booking = _booking(ctx, args.booking_reference)
+    txn_id = _next_txn_id(ctx)
+    estimate = "3-5 business days"
+    ctx.db.insert(
+        TRANSACTIONS,
+        {
+            "id": txn_id,
+            "transaction_id": txn_id,
+            "booking_reference": args.booking_reference,
+            "customer_id": booking["customer_id"],
+            "amount": cents(args.refund_amount),
+            "currency": "USD",
+            "transaction_type": "refund",
+            "payment_status": "successful",
+            "payment_method": None,
+            "reason": args.reason,
+            "processing_time_estimate": estimate,
+            "created_at": PAYMENT_AT,
+            "updated_at": PAYMENT_AT,
+        },
+    )
+    return {"transaction_id": txn_id, "refund_status": "successful", "processing_time_estimate": estimate}
+
+
+# ---- update_payment_method ---------------------------------------------------
+class PaymentMethodInput(LaxInput):
+    customer_id: str = Field(description="Customer whose payment method changes.")
+    new_payment_method: str = Field(description="Token of the new card or payment method.")
+
+
+@tool(
+    "payment_api_update_payment_method",
+    PaymentMethodInput,
+    "Replace a customer's payment method; returns the last four characters of the new one.",
+)
+def update_payment_method(ctx: ToolContext, args: PaymentMethodInput) -> dict[str, Any]:
+    if ctx.db.first(BOOKINGS, customer_id=args.customer_id) is None:
+        raise ToolError(f"Customer not found: {args.customer_id}")
+    token = args.new_payment_method
+    return {"success": True, "payment_method_last4": token[-4:] if len(token) >= 4 else "****"}
+
+
+TOOLS: tuple[Tool, ...] = (
+    check_payment_status,
+    generate_invoice,
+    get_transaction_history,
+    process_charge,
+    process_charge_dispute,
+    process_refund,
+    update_payment_method,
+)
