@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,6 +50,7 @@ from servers.engine.store import TOOL_ROLE
 from servers.registry import load_domain
 
 POLL_INTERVAL = 0.01
+POLICY_COLLECTION = "policies"
 ALIVE_CHECK_EVERY = 0.5  # seconds between "did the container die?" checks while polling
 T = TypeVar("T")
 
@@ -66,6 +68,9 @@ class SandboxRequest(BaseModel):
     attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
     limits: Limits = Field(default_factory=Limits)
     start_timeout: float = 30.0
+    # Image tags resolved once per run (`resolve_images()`), so a long run never
+    # mixes builds; None resolves them at start from the current sources.
+    images: dict[str, str] | None = None
 
 
 class PgEndpoint(BaseModel):
@@ -98,6 +103,12 @@ class AttemptHandle(BaseModel):
     servers: dict[str, str] = Field(default_factory=dict)  # domain -> MCP URL
     containers: dict[str, str] = Field(default_factory=dict)  # role -> container id
     timings: dict[str, float] = Field(default_factory=dict)
+
+
+def resolve_images(typesense: bool = True) -> dict[str, str]:
+    """The image tags an attempt runs, checked to exist."""
+    names = ["postgres", "servers", *(["typesense"] if typesense else [])]
+    return {name: require_image(name) for name in names}
 
 
 def schema_name(domain: str) -> str:
@@ -139,6 +150,15 @@ class Sandbox:
         self._network: Network | None = None
         self._containers: dict[str, DockerContainer] = {}
         self._closed = False
+        self._ips: dict[str, str] = {}
+        self._timings: dict[str, float] = {}
+        self._admin_conn: psycopg.Connection[Any] | None = None
+        self._admin_pw = self._tool_pw = self._ts_key = ""
+        # start() and close() never overlap: a close() from another thread (an asyncio
+        # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
+        # finish, and only then removes what it created.
+        self._lock = threading.RLock()
+        self._abort = threading.Event()
 
     # ---- context manager ---------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -150,22 +170,26 @@ class Sandbox:
 
     # ---- start -------------------------------------------------------------
     def start(self) -> AttemptHandle:
-        try:
-            self.handle = self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self.handle
+        """Boot the containers and prepare them with the request's seed and documents."""
+        with self._lock:
+            try:
+                self.boot()
+                self.handle = self.prepare()
+            except BaseException:
+                self.close()
+                raise
+            return self.handle
 
     def _labels(self, role: str) -> dict[str, str]:
         return lbl.labels_for(self.request.run_id, self.request.attempt_id, role, os.getpid())
 
-    def _start(self) -> AttemptHandle:
+    def boot(self) -> None:
+        """Phase 1: network and containers started, every service answering.
+        Nothing task-specific happens here, so a pool can run it ahead of time."""
         req = self.request
         t0 = time.monotonic()
-        images = {"postgres": require_image("postgres"), "servers": require_image("servers")}
-        if req.typesense:
-            images["typesense"] = require_image("typesense")
+        self._raise_if_aborted()
+        images = req.images or resolve_images(typesense=req.typesense)
         for d in req.domains:
             load_domain(d)  # fail before starting anything if a domain is unknown
 
@@ -184,63 +208,77 @@ class Sandbox:
             raise
         net = self._network.name
 
-        admin_pw, tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
-        ts_key = secrets.token_urlsafe(18)
-        collection = "policies" if (req.typesense and req.policy_sources) else ""
+        self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+        self._ts_key = secrets.token_urlsafe(18)
         specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"]), "postgres")]
         if req.typesense:
-            specs.append((typesense_spec(images["typesense"], ts_key), "typesense"))
+            specs.append((typesense_spec(images["typesense"], self._ts_key), "typesense"))
         for d in req.domains:
             env = {
-                "TBX_PG_DSN": _dsn("postgres", PG_PORT, TOOL_ROLE, tool_pw, d),
+                "TBX_PG_DSN": _dsn("postgres", PG_PORT, TOOL_ROLE, self._tool_pw, d),
                 "TBX_TYPESENSE_URL": f"http://typesense:{TYPESENSE_PORT}" if req.typesense else "",
-                "TBX_TYPESENSE_API_KEY": ts_key if req.typesense else "",
-                "TBX_TYPESENSE_COLLECTION": collection,
+                "TBX_TYPESENSE_API_KEY": self._ts_key if req.typesense else "",
+                # Created at prepare time only when the task has policy documents;
+                # until then the server reports search as unavailable.
+                "TBX_TYPESENSE_COLLECTION": POLICY_COLLECTION if req.typesense else "",
             }
             specs.append((server_spec(images["servers"], d, env), d))
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
             started = {spec.role: pool.submit(self._run_container, spec, alias, net) for spec, alias in specs}
-            ips = {role: fut.result() for role, fut in started.items()}
+            self._ips = {role: fut.result() for role, fut in started.items()}
             t_started = time.monotonic()
             deadline = t0 + req.start_timeout
-            pg_host = ips["postgres"]
-            pg = PgEndpoint(host=pg_host, admin_password=admin_pw, tool_password=tool_pw)
-            waits: list[Future[Any]] = [pool.submit(self._seed_postgres, pg, deadline)]
-            ts_url = None
+            waits: list[Future[Any]] = [pool.submit(self._wait_postgres, deadline)]
             if req.typesense:
-                ts_url = f"http://{ips['typesense']}:{TYPESENSE_PORT}"
-                waits.append(pool.submit(self._prepare_typesense, ts_url, ts_key, collection, deadline))
+                url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}/health"
+                waits.append(pool.submit(self._wait_http, "typesense", url, deadline))
             for d in req.domains:
-                waits.append(
-                    pool.submit(
-                        self._wait_http,
-                        f"server-{d}",
-                        f"http://{ips[f'server-{d}']}:{SERVER_PORT}/healthz",
-                        deadline,
-                    )
-                )
-            timings = {}
-            for fut in waits:
+                url = f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/healthz"
+                waits.append(pool.submit(self._wait_http, f"server-{d}", url, deadline))
+            self._timings = dict(fut.result() for fut in waits)
+        self._timings["containers_started"] = t_started - t0
+        self._timings["booted"] = time.monotonic() - t0
+
+    def prepare(self) -> AttemptHandle:
+        """Phase 2: rotate secrets, seed PostgreSQL, index the policy documents."""
+        req = self.request
+        t0 = time.monotonic()
+        pg = PgEndpoint(
+            host=self._ips["postgres"], admin_password=self._admin_pw, tool_password=self._tool_pw
+        )
+        ts_url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}" if req.typesense else None
+        collection = POLICY_COLLECTION if (req.typesense and req.policy_sources) else None
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            jobs = [pool.submit(self._seed_postgres, pg)]
+            if ts_url and collection:
+                jobs.append(pool.submit(self._index_policies, ts_url, collection))
+            for fut in jobs:
                 name, seconds = fut.result()
-                timings[name] = seconds
-        timings["containers_started"] = t_started - t0
-        timings["ready"] = time.monotonic() - t0
+                self._timings[name] = seconds
+        self._timings["prepared"] = time.monotonic() - t0
+        self._timings["ready"] = self._timings["booted"] + self._timings["prepared"]
+        assert self._network is not None
         return AttemptHandle(
             run_id=req.run_id,
             attempt_id=req.attempt_id,
-            network=net,
+            network=self._network.name,
             pg=pg,
             typesense_url=ts_url,
-            typesense_api_key=ts_key if req.typesense else None,
-            collection=collection or None,
-            servers={d: f"http://{ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains},
+            typesense_api_key=self._ts_key if req.typesense else None,
+            collection=collection,
+            servers={d: f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains},
             containers={role: c.get_wrapped_container().id for role, c in self._containers.items()},
-            timings=timings,
+            timings=dict(self._timings),
         )
+
+    def _raise_if_aborted(self) -> None:
+        if self._abort.is_set() or self._closed:
+            raise SandboxError(f"sandbox {self.request.attempt_id} was closed while starting")
 
     def _run_container(self, spec: ServiceSpec, alias: str, network: str) -> str:
         assert self._network is not None
+        self._raise_if_aborted()
         container = hardened_container(spec, self._network, self._labels(spec.role), self.request.limits)
         container.with_network_aliases(alias)
         self._containers[spec.role] = container
@@ -264,6 +302,7 @@ class Sandbox:
         last: Exception | None = None
         next_check = time.monotonic() + ALIVE_CHECK_EVERY
         while time.monotonic() < deadline:
+            self._raise_if_aborted()
             try:
                 return probe()
             except Exception as exc:  # the service is not up yet
@@ -287,19 +326,28 @@ class Sandbox:
         self._poll(role, deadline, probe)
         return f"{role}_ready", time.monotonic() - t
 
-    def _seed_postgres(self, pg: PgEndpoint, deadline: float) -> tuple[str, float]:
-        t = time.monotonic()
-        bootstrap = psycopg.conninfo.make_conninfo(
-            host=pg.host,
-            port=pg.port,
+    def _bootstrap_dsn(self) -> str:
+        return psycopg.conninfo.make_conninfo(
+            host=self._ips["postgres"],
+            port=PG_PORT,
             user="postgres",
             password=PG_BOOTSTRAP_PASSWORD,
             dbname="postgres",
             connect_timeout=2,
         )
-        conn = self._poll("postgres", deadline, lambda: psycopg.connect(bootstrap, autocommit=True))
-        ready = time.monotonic() - t
-        with conn:
+
+    def _wait_postgres(self, deadline: float) -> tuple[str, float]:
+        t = time.monotonic()
+        self._admin_conn = self._poll(
+            "postgres", deadline, lambda: psycopg.connect(self._bootstrap_dsn(), autocommit=True)
+        )
+        return "postgres_ready", time.monotonic() - t
+
+    def _seed_postgres(self, pg: PgEndpoint) -> tuple[str, float]:
+        t = time.monotonic()
+        if self._admin_conn is None:
+            raise SandboxError("prepare() called before boot()")
+        with self._admin_conn as conn:
             # Per-attempt secrets replace the image's bootstrap password before anything else connects.
             conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(pg.admin_password)))
             conn.execute(
@@ -319,31 +367,30 @@ class Sandbox:
                     load_state(conn, domain.tables, self.request.seed.get(d, {}))
                 except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
                     raise SeedError(f"seeding {d} failed: {exc}") from exc
-        self._pg_ready = ready
         return "postgres_seeded", time.monotonic() - t
 
-    def _prepare_typesense(
-        self, url: str, api_key: str, collection: str, deadline: float
-    ) -> tuple[str, float]:
+    def _index_policies(self, url: str, collection: str) -> tuple[str, float]:
         t = time.monotonic()
+        from servers import knowledge
 
-        def probe() -> None:
-            httpx.get(f"{url}/health", timeout=1.0).raise_for_status()
-
-        self._poll("typesense", deadline, probe)
-        if collection:
-            from servers import knowledge
-
-            client = knowledge.make_client(url, api_key)
-            knowledge.index_sources(client, collection, self.request.policy_sources)
-        return "typesense_ready", time.monotonic() - t
+        client = knowledge.make_client(url, self._ts_key)
+        knowledge.index_sources(client, collection, self.request.policy_sources)
+        return "policies_indexed", time.monotonic() - t
 
     # ---- teardown ----------------------------------------------------------
     def close(self) -> None:
         """Remove every container and the network of this attempt. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        self._abort.set()  # a start running in another thread gives up at its next step
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._remove_all()
+
+    def _remove_all(self) -> None:
+        if self._admin_conn is not None:
+            with contextlib.suppress(Exception):
+                self._admin_conn.close()
         client = docker_client()
         victims = client.containers.list(
             all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}
@@ -365,6 +412,15 @@ class AsyncSandbox:
 
     def __init__(self, request: SandboxRequest):
         self.sandbox = Sandbox(request)
+        self._started = False
+
+    @classmethod
+    def adopt(cls, sandbox: Sandbox) -> AsyncSandbox:
+        """Wrap an already started sandbox (e.g. one from a pool)."""
+        wrapper = cls(sandbox.request)
+        wrapper.sandbox = sandbox
+        wrapper._started = True
+        return wrapper
 
     @property
     def handle(self) -> AttemptHandle:
@@ -373,6 +429,8 @@ class AsyncSandbox:
         return self.sandbox.handle
 
     async def __aenter__(self) -> AsyncSandbox:
+        if self._started:
+            return self
         try:
             await asyncio.to_thread(self.sandbox.start)
         except BaseException:

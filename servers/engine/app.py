@@ -66,7 +66,7 @@ class DomainRuntime:
 
 def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
     listed = [
-        types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema)
+        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
         for t in runtime.domain.tools
     ]
 
@@ -77,9 +77,9 @@ def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
         text = await anyio.to_thread.run_sync(runtime.call, params.name, params.arguments)
         if text is None:
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=f"Unknown tool: '{params.name}'")], isError=True
+                content=[types.TextContent(type="text", text=f"Unknown tool: '{params.name}'")], is_error=True
             )
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=False)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=False)
 
     return Server(runtime.domain.server, version="tbx", on_list_tools=list_tools, on_call_tool=call_tool)
 

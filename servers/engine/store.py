@@ -40,7 +40,7 @@ class StoreError(Exception):
 
 
 def ddl(spec: TableSpec) -> sql.Composed:
-    cols = [
+    cols: list[sql.Composable] = [
         sql.SQL("_seq bigint GENERATED ALWAYS AS IDENTITY"),
         sql.SQL("_key text PRIMARY KEY"),
     ]

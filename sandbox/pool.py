@@ -1,0 +1,124 @@
+"""A warm pool: container sets booted ahead of demand, each handed out once.
+
+Booting (network, containers, services answering) is most of an attempt's
+start-up and involves nothing task-specific, so the pool does it in the
+background; `acquire()` then only seeds PostgreSQL and indexes documents.
+A pooled sandbox is never reused: after its attempt it is torn down like any
+other, so isolation is exactly that of a cold start.
+
+    async with SandboxPool(["retail"], size=2) as pool:
+        async with await pool.acquire(seed={"retail": rows}) as sb:
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from sandbox.labels import new_id
+from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
+from sandbox.services import Limits
+
+log = logging.getLogger(__name__)
+
+
+class SandboxPool:
+    def __init__(
+        self,
+        domains: list[str],
+        size: int = 2,
+        *,
+        typesense: bool = True,
+        limits: Limits | None = None,
+        run_id: str | None = None,
+        images: dict[str, str] | None = None,
+        start_timeout: float = 60.0,
+    ):
+        self.domains = list(domains)
+        self.size = max(1, size)
+        self.typesense = typesense
+        self.limits = limits or Limits()
+        self.run_id = run_id or new_id("run")
+        self.images = images
+        self.start_timeout = start_timeout
+        self._ready: asyncio.Queue[Sandbox | BaseException] = asyncio.Queue()
+        self._booting: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> SandboxPool:
+        if self.images is None:
+            self.images = await asyncio.to_thread(resolve_images, self.typesense)
+        for _ in range(self.size):
+            self._spawn()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _spawn(self) -> None:
+        if self._closed:
+            return
+        task = asyncio.create_task(self._boot_one())
+        self._booting.add(task)
+        task.add_done_callback(self._booting.discard)
+
+    async def _boot_one(self) -> None:
+        request = SandboxRequest(
+            domains=self.domains,
+            typesense=self.typesense,
+            run_id=self.run_id,
+            limits=self.limits,
+            images=self.images,
+            start_timeout=self.start_timeout,
+        )
+        sb = Sandbox(request)
+        try:
+            await asyncio.to_thread(sb.boot)
+        except BaseException as exc:
+            await asyncio.shield(asyncio.to_thread(sb.close))
+            # The error surfaces to whoever acquires next, instead of vanishing in a task.
+            await self._ready.put(exc)
+            return
+        if self._closed:
+            await asyncio.to_thread(sb.close)
+            return
+        await self._ready.put(sb)
+
+    async def acquire(
+        self,
+        seed: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
+        policy_sources: list[dict[str, Any]] | None = None,
+    ) -> AsyncSandbox:
+        """A booted sandbox, prepared with this attempt's seed rows and documents.
+        A replacement starts booting at once."""
+        item = await self._ready.get()
+        if isinstance(item, BaseException):
+            # Put it back so every waiter sees the failure, and stop booting more.
+            self._closed = True
+            self._ready.put_nowait(item)
+            raise item
+        self._spawn()
+        sb = item
+        sb.request = sb.request.model_copy(
+            update={"seed": seed or {}, "policy_sources": policy_sources or []}
+        )
+        try:
+            sb.handle = await asyncio.to_thread(sb.prepare)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(sb.close))
+            raise
+        return AsyncSandbox.adopt(sb)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._booting):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._booting, return_exceptions=True)
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, Sandbox):
+                await asyncio.to_thread(item.close)
