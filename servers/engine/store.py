@@ -6,12 +6,15 @@ canonical order of id-less tables depend on it) and `_key` (the row identity as
 text, so composite and integer ids compare exactly as the reference does).
 Datetimes are stored as their state-form text: a `timestamptz` column would
 lose the original offset and could not hold naive and aware values together.
+Decimals are stored as text too: `numeric` normalises `-0.00` to `0.00` and
+`1E+3` to `1000`, and the reference hashes the digits exactly as written.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -26,7 +29,7 @@ _SQL_TYPES = {
     "int": "bigint",
     "float": "double precision",
     "bool": "boolean",
-    "decimal": "numeric",
+    "decimal": "text",
     "date": "date",
     "datetime": "text",
     "list_str": "text[]",
@@ -53,6 +56,8 @@ def ddl(spec: TableSpec) -> sql.Composed:
 def _to_db(fs: FieldSpec, value: Any) -> Any:
     if value is None:
         return None
+    if fs.kind == "decimal":
+        return str(value)
     if fs.kind == "datetime":
         return render_datetime(value)
     if fs.kind == "list_str":
@@ -63,6 +68,8 @@ def _to_db(fs: FieldSpec, value: Any) -> Any:
 def _from_db(fs: FieldSpec, value: Any) -> Any:
     if value is None:
         return None
+    if fs.kind == "decimal":
+        return Decimal(value)
     if fs.kind == "datetime":
         return dt.datetime.fromisoformat(value)
     return value
