@@ -1,14 +1,32 @@
 # tbx: two commands set everything up on a machine with Docker:
-#   make bench   -- evaluate on the embedded default (arrives with the bench issue)
+#   make bench   -- build what is missing, evaluate on the embedded demo pack, write the report
 #   make test    -- build what is missing and run the whole test suite
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DATASET ?= ../shared/benchmarks/thinkingbox-bench-v1
+DATASET ?= bench/packs/demo
+TB_DATASET ?= ../shared/benchmarks/thinkingbox-bench-v1
 CONCURRENCY ?= 2
+K ?= 5
+RESULTS ?= results
+CONFIG ?=
+AGENT ?= llm
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup venv images test unit integration testdb gc lint conformance clean
+.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean
+
+# Without CONFIG: the built-in agents `oracle` and `chaos` on the demo pack.
+# With CONFIG=models.yaml (and DATASET=...): that model, k=K.
+bench: venv images
+ifeq ($(CONFIG),)
+	$(BIN)/tbx run --dataset $(DATASET) --agent oracle --repeat $(K) --concurrency $(CONCURRENCY) --out $(RESULTS)/demo-oracle --name oracle
+	$(BIN)/tbx run --dataset $(DATASET) --agent chaos --repeat $(K) --concurrency $(CONCURRENCY) --out $(RESULTS)/demo-chaos --name chaos
+	$(BIN)/tbx report $(RESULTS)/demo-oracle $(RESULTS)/demo-chaos --out $(RESULTS)/demo-report
+	@echo "report: $(RESULTS)/demo-report/report.html (and report.md)"
+else
+	$(BIN)/tbx run --dataset $(DATASET) --agent $(AGENT) --config $(CONFIG) --repeat $(K) --concurrency $(CONCURRENCY) --out $(RESULTS)/$(notdir $(basename $(CONFIG)))
+	$(BIN)/tbx report $(RESULTS)/$(notdir $(basename $(CONFIG)))
+endif
 
 setup: venv images
 
@@ -38,7 +56,7 @@ integration: venv images
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 conformance: venv images
-	$(BIN)/tbx conformance --dataset $(DATASET) --traces $(DATASET)/traces --concurrency $(CONCURRENCY)
+	$(BIN)/tbx conformance --dataset $(TB_DATASET) --traces $(TB_DATASET)/traces --concurrency $(CONCURRENCY)
 
 gc: venv
 	$(BIN)/tbx gc

@@ -1,10 +1,13 @@
 """`tbx`: the command line.
 
-    tbx images build [--force] [NAME ...]
-    tbx gc [--all | --run RUN | --older-than SECONDS]
-    tbx up TASK_ID [--dataset DIR] | tbx up --pg-seed FILE.json --domain NAME
-    tbx tasks validate [DIR]
-    tbx conformance --dataset DIR --traces DIR [--domain NAME] [--tasks IDS] [--json] [--concurrency N]
+tbx images build [--force] [NAME ...]
+tbx gc [--all | --run RUN | --older-than SECONDS]
+tbx up TASK_ID [--dataset DIR] [--json] | tbx up --pg-seed FILE.json --domain NAME
+tbx proxy [--port N] [--admin-port N] [--call-timeout S] [--json]
+tbx tasks validate [DIR]
+tbx conformance --dataset DIR --traces DIR [--domain NAME] [--tasks IDS] [--json] [--concurrency N]
+tbx judge regrade RESULTS [--golden-cache DIR] [--no-replay] [--rejudge-rubrics] [--dry-run] [--json]
+tbx report DIR [DIR...] [--json] [--out DIR] [--models-config FILE] [--k K]
 """
 
 from __future__ import annotations
@@ -48,14 +51,40 @@ def _up(args: argparse.Namespace) -> int:
     return up_command(args)
 
 
+def _proxy(args: argparse.Namespace) -> int:
+    from bench.proxy_cmd import proxy_command
+
+    return proxy_command(args)
+
+
 def _conformance(args: argparse.Namespace) -> int:
     from bench.conformance import conformance_command
 
     return conformance_command(args)
 
 
+def _judge_regrade(args: argparse.Namespace) -> int:
+    from bench.regrade import regrade_command
+
+    return regrade_command(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from bench.report import report_command
+
+    return report_command(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bench.run_cmd import run_command
+
+    return run_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tbx", description="Per-attempt sandboxes for stateful agent evaluation.")
+    p = argparse.ArgumentParser(
+        prog="tbx", description="Per-attempt sandboxes for stateful agent evaluation."
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -73,14 +102,28 @@ def build_parser() -> argparse.ArgumentParser:
     gc.set_defaults(fn=_gc)
 
     up = sub.add_parser("up", help="start one sandbox and keep it until Ctrl-C")
-    up.add_argument("task", nargs="?", help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001")
+    up.add_argument(
+        "task", nargs="?", help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001"
+    )
     up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
     up.add_argument("--pg-seed", help="JSON file {table: [rows]} to seed instead of a task")
-    up.add_argument("--domain", help="the domain whose tables --pg-seed fills (default: guessed from table names)")
+    up.add_argument(
+        "--domain", help="the domain whose tables --pg-seed fills (default: guessed from table names)"
+    )
     up.add_argument("--no-typesense", action="store_true", help="skip the policy-search container")
     up.add_argument("--runtime", help="container runtime, e.g. runsc (gVisor)")
-    up.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    up.add_argument("--json", action="store_true", help="print the endpoints as one JSON line once ready")
+    up.add_argument("--proxy-port", type=int, default=0, help="proxy port on 127.0.0.1 (default: any)")
+    up.add_argument("--call-timeout", type=float, help="proxy per-call timeout in seconds")
     up.set_defaults(fn=_up)
+
+    proxy = sub.add_parser("proxy", help="run the session proxy on its own (admin API)")
+    proxy.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (default: any free port)")
+    proxy.add_argument("--admin-port", type=int, default=0, help="admin port on 127.0.0.1 (default: any)")
+    proxy.add_argument("--call-timeout", type=float, help="seconds per tool call (default 60)")
+    proxy.add_argument("--max-request-bytes", type=int, help="largest accepted request body (default 1 MiB)")
+    proxy.add_argument("--json", action="store_true", help="print the endpoints as one JSON line")
+    proxy.set_defaults(fn=_proxy)
 
     tasks = sub.add_parser("tasks", help="inspect a benchmark's tasks")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
@@ -88,7 +131,32 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("dataset", nargs="?")
     validate.set_defaults(fn=_tasks_validate)
 
-    conf = sub.add_parser("conformance", help="replay golden calls in fresh sandboxes and compare with traces")
+    run = sub.add_parser("run", help="evaluate an agent: every (task, repeat) in its own fresh sandbox")
+    run.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
+    run.add_argument("--release", help="release test list name (default: the benchmark's)")
+    run.add_argument("--tasks", help="comma-separated task ids (or uids)")
+    run.add_argument("--domain", action="append", help="only these domains")
+    run.add_argument(
+        "--agent", default="oracle", help="oracle | noop | chaos[:rate] | llm[:prompt] (needs --config)"
+    )
+    run.add_argument("--config", help="models config YAML (agent, user, judge roles; prices)")
+    run.add_argument("--repeat", type=int, default=20, help="attempts per task (k)")
+    run.add_argument(
+        "--concurrency", type=int, default=0, help="attempts at once (default: from cores and memory)"
+    )
+    run.add_argument("--out", required=True, help="output directory (re-running resumes it)")
+    run.add_argument(
+        "--retry-errors", action="store_true", help="re-run only attempts that ended in a system error"
+    )
+    run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
+    run.add_argument("--runtime", help="container runtime, e.g. runsc")
+    run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
+    run.add_argument("--name", help="run name shown in reports")
+    run.set_defaults(fn=_run)
+
+    conf = sub.add_parser(
+        "conformance", help="replay golden calls in fresh sandboxes and compare with traces"
+    )
     conf.add_argument("--dataset", help="benchmark directory")
     conf.add_argument("--traces", help="traces directory (default: DATASET/traces)")
     conf.add_argument("--domain", action="append", help="retail, auto_insurance, consulting, travel, neobank")
@@ -97,12 +165,45 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--concurrency", type=int, default=2)
     conf.add_argument("--runtime", help="container runtime, e.g. runsc")
     conf.set_defaults(fn=_conformance)
+
+    judge = sub.add_parser("judge", help="judge recorded attempts")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True)
+    rg = judge_sub.add_parser("regrade", help="recompute verdicts from recorded states (no agent runs)")
+    rg.add_argument("results", help="results directory (RESULTS/attempts/*.json)")
+    rg.add_argument("--dataset", help="benchmark directory")
+    rg.add_argument(
+        "--golden-cache", help="golden cache dir (default: $TBX_GOLDEN_CACHE or ~/.cache/tbx/golden)"
+    )
+    rg.add_argument("--no-replay", action="store_true", help="fail attempts whose golden state is not cached")
+    rg.add_argument(
+        "--rejudge-rubrics", action="store_true", help="ask the judge model again for rubric tasks"
+    )
+    rg.add_argument("--judge-model", help="judge model (default: $TBX_JUDGE_MODEL)")
+    rg.add_argument("--judge-base-url", help="OpenAI-compatible base URL (default: $TBX_JUDGE_BASE_URL)")
+    rg.add_argument("--dry-run", action="store_true", help="print the summary, rewrite nothing")
+    rg.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rg.add_argument("--concurrency", type=int, default=2)
+    rg.add_argument("--runtime", help="container runtime for golden replays, e.g. runsc")
+    rg.set_defaults(fn=_judge_regrade)
+
+    rep = sub.add_parser("report", help="metrics of one or several runs: JSON, report.md, report.html")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="run directories (results.jsonl, manifest.json)")
+    rep.add_argument("--json", action="store_true", help="print the metrics as JSON (files only with --out)")
+    rep.add_argument("--out", help="where report.md/.html/.json go (default: the run dir, or ./tbx-report)")
+    rep.add_argument("--models-config", help="models YAML whose price table prices rows without cost_usd")
+    rep.add_argument("--k", type=int, help="repeats per task (default: the manifest's, else the most seen)")
+    rep.add_argument(
+        "--cost-role", dest="cost_roles", action="append", help="role whose spend counts (default: agent)"
+    )
+    rep.set_defaults(fn=_report)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
     try:
         return int(args.fn(args))
     except SandboxError as exc:

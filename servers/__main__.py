@@ -14,6 +14,7 @@ import os
 import uvicorn
 
 from servers.engine.app import DomainRuntime, build_app
+from servers.knowledge import PolicySearch
 from servers.registry import load_domain
 
 
@@ -25,7 +26,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=os.environ.get("TBX_LOG_LEVEL", "WARNING"))
     domain = load_domain(args.domain)
-    runtime = DomainRuntime(domain, os.environ["TBX_PG_DSN"])
+    services = {"policy_search": PolicySearch.from_env().search}
+    runtime = DomainRuntime(domain, os.environ["TBX_PG_DSN"], services)
     uvicorn.run(build_app(runtime), host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

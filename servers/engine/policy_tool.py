@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput
+from servers.knowledge import SERVICE_UNAVAILABLE, PolicySearchError
 
 
 class PolicySearchInput(ToolInput):
@@ -18,14 +19,12 @@ class PolicySearchInput(ToolInput):
 
 
 def _search(ctx: ToolContext, args: PolicySearchInput) -> Any:
-    from servers import knowledge  # imported lazily: only this tool needs the Typesense client
-
     search = ctx.services.get("policy_search")
     if search is None:
-        raise ToolError("Search service is not available")
+        raise ToolError(SERVICE_UNAVAILABLE)
     try:
         return search(args.query, args.max_results)
-    except knowledge.PolicySearchError as exc:
+    except PolicySearchError as exc:
         raise ToolError(str(exc)) from exc
 
 

@@ -1,0 +1,98 @@
+"""`tbx run`: command-line front of bench.runner."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.dataset import Task, default_root, load_benchmark
+from bench.runner import Runner, RunOptions, check_memory, default_concurrency
+
+
+def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> list[Task]:
+    selected = list(bench.tasks)
+    if tasks:
+        wanted = set(filter(None, tasks.split(",")))
+        selected = [t for t in selected if t.id in wanted or t.uid in wanted]
+        unknown = wanted - {t.id for t in selected} - {t.uid for t in selected}
+        if unknown:
+            raise SystemExit(f"tbx run: unknown task(s): {', '.join(sorted(unknown))}")
+    if domains:
+        selected = [t for t in selected if t.domain in set(domains)]
+    if not selected:
+        raise SystemExit("tbx run: no task selected")
+    return selected
+
+
+def check_endpoint(base_url: str, role: str) -> None:
+    """Fail before any sandbox starts when a model endpoint does not answer at all."""
+    import httpx
+
+    try:
+        httpx.get(base_url.rstrip("/") + "/models", timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise SystemExit(
+            f"tbx run: the {role} model endpoint {base_url} is unreachable ({exc}); check --config"
+        ) from exc
+
+
+def _progress(runner: Runner, task: Task, repeat: int, summary: str) -> None:
+    c = runner.counts
+    elapsed = time.monotonic() - runner.started
+    eta = elapsed / max(1, c["done"]) * (runner.total - c["done"])
+    rate = c["passed"] / max(1, c["passed"] + c["failed"])
+    print(
+        f"[{c['done']}/{runner.total}] pass {rate:.0%} errors {c['errors']} alive {c['alive']} "
+        f"eta {eta:.0f}s | {task.id} #{repeat}: {summary[:160]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from bench.models_config import load_models_config
+
+    dataset = Path(args.dataset) if args.dataset else default_root()
+    bench = load_benchmark(dataset, release=args.release, strict=False)
+    for p in bench.errors:
+        print(f"warning: {p}", file=sys.stderr)
+    tasks = select_tasks(bench, args.tasks, args.domain)
+    config = load_models_config(args.config) if args.config else None
+    builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
+    if not builtin and config is None:
+        raise SystemExit(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")
+    if config is not None and not builtin:
+        for role in ("agent", "user", "judge"):
+            cfg = getattr(config, role)
+            if cfg is not None:
+                check_endpoint(cfg.base_url, role)
+    concurrency = args.concurrency or default_concurrency()
+    check_memory(concurrency)
+    opts = RunOptions(
+        out=Path(args.out),
+        agent=args.agent,
+        repeat=args.repeat,
+        concurrency=concurrency,
+        wall_clock=args.wall_clock,
+        runtime=args.runtime,
+        retry_errors=args.retry_errors,
+        golden_cache=Path(args.golden_cache) if args.golden_cache else None,
+        run_name=args.name,
+    )
+    opts.out.mkdir(parents=True, exist_ok=True)
+    runner = Runner(bench, opts, config, progress=_progress)
+    print(
+        f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, concurrency {concurrency} -> {opts.out}",
+        file=sys.stderr,
+    )
+    counts = asyncio.run(runner.run(tasks))
+    print(
+        f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['errors']} system errors; results in {opts.out}/results.jsonl",
+        file=sys.stderr,
+    )
+    return 0 if counts["errors"] == 0 else 3

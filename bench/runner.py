@@ -1,0 +1,450 @@
+"""`tbx run`: every (task, repeat) is an attempt in its own fresh sandbox.
+
+One attempt: golden end state (replayed once per task in a separate sandbox,
+cached) -> sandbox for the attempt -> canonical initial state -> session proxy
+registration -> agent conversation -> terminal state -> teardown -> rubric
+judge (if any) -> verdict -> one row in results.jsonl.
+
+Output directory:
+  results.jsonl   one row per attempt (bench.results.ResultRow)
+  errors.jsonl    system errors (container, endpoint or judge failures), kept out of the score
+  attempts/       one AttemptRecord per attempt (what `tbx judge regrade` reads)
+  states/         canonical initial and terminal states (gzip)
+  trajectories/   the agent's conversation and tool calls
+  manifest.json   tbx version and commit, dataset hash, image digests, config, bundle hash
+
+Re-running with the same --out skips attempts that already have a row;
+--retry-errors re-runs only the system-error attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr
+
+from bench.agent_loop import AgentClients, run_attempt_agent
+from bench.attempt_state import sandbox_request
+from bench.dataset import Benchmark, Task
+from bench.golden import GoldenStore
+from bench.models_config import ModelsConfig
+from bench.replay import dump_state
+from bench.results import ResultRow, RoleUsage
+from bench.trajectory import Trajectory
+from judge.canonical import State, canonical_bytes
+from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, write_attempt
+from judge.rubric import JudgeModelConfig, RubricJudge
+from judge.verdict import decide
+from sandbox.labels import new_id
+from sandbox.proxy import ProxyCall, ProxyServer
+from sandbox.sandbox import AsyncSandbox, resolve_images
+from sandbox.services import Limits
+from sandbox.sweeper import sweep
+from servers.registry import load_domain
+
+STALE_AFTER = 6 * 3600.0
+MEMORY_PER_ATTEMPT_GIB = 1.5  # postgres + typesense + server limits, with headroom
+
+
+class RunOptions(BaseModel):
+    out: Path
+    agent: str = "oracle"
+    repeat: int = Field(default=20, ge=1)
+    concurrency: int = Field(default=2, ge=1)
+    wall_clock: float = 900.0
+    runtime: str | None = None
+    retry_errors: bool = False
+    golden_cache: Path | None = None
+    run_name: str | None = None
+
+
+def default_concurrency() -> int:
+    """Cores, capped by memory: each attempt holds three containers."""
+    cores = os.cpu_count() or 2
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = 8.0
+    return max(1, min(cores, int(mem_gib // MEMORY_PER_ATTEMPT_GIB)))
+
+
+def check_memory(concurrency: int) -> None:
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        return
+    if concurrency * MEMORY_PER_ATTEMPT_GIB > mem_gib:
+        raise SystemExit(
+            f"tbx run: concurrency {concurrency} needs ~{concurrency * MEMORY_PER_ATTEMPT_GIB:.0f} GiB, "
+            f"this machine has {mem_gib:.0f} GiB; lower --concurrency"
+        )
+
+
+# ---- output files -----------------------------------------------------------
+
+
+class RunOutput:
+    """Append-only result files; every line is flushed as soon as it is known,
+    so a killed run leaves a consistent, resumable directory."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        for sub in ("attempts", "states", "trajectories"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+        self.results = out / "results.jsonl"
+        self.errors = out / "errors.jsonl"
+
+    def done(self, retry_errors: bool) -> set[tuple[str, int]]:
+        """(task, repeat) pairs that need no new attempt."""
+        finished: dict[tuple[str, int], bool] = {}
+        if self.results.exists():
+            for line in self.results.read_text().splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a kill; its attempt runs again
+                finished[(row["task_id"], int(row["repeat"]))] = bool(row.get("system_error"))
+        return {k for k, err in finished.items() if not (retry_errors and err)}
+
+    def append(self, path: Path, payload: str) -> None:
+        with path.open("a") as fh:
+            fh.write(payload.rstrip("\n") + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_state(self, name: str, state: State) -> str:
+        rel = f"states/{name}.json.gz"
+        tmp = self.out / (rel + ".tmp")
+        tmp.write_bytes(gzip.compress(canonical_bytes(state), mtime=0))
+        tmp.replace(self.out / rel)
+        return "../" + rel  # relative to attempts/
+
+
+def _git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[1]
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dataset_hash(bench: Benchmark) -> str:
+    """Content hash of every file the benchmark was read from."""
+    h = hashlib.sha256()
+    root = Path(bench.root)
+    for sub in ("dataset", "releases", "servers"):
+        for p in sorted((root / sub).rglob("*")):
+            if p.is_file():
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def write_manifest(
+    out: Path, bench: Benchmark, opts: RunOptions, images: dict[str, str], config: ModelsConfig | None
+) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from sandbox.docker_client import docker_client
+
+    try:
+        tbx_version = version("tbx")
+    except PackageNotFoundError:
+        tbx_version = "dev"
+    digests = {name: docker_client().images.get(tag).id for name, tag in images.items()}
+    manifest: dict[str, Any] = {
+        "tbx_version": tbx_version,
+        "git_commit": _git_commit(),
+        "dataset": str(bench.root),
+        "dataset_hash": dataset_hash(bench),
+        "images": images,
+        "image_digests": digests,
+        "agent": opts.agent,
+        "repeats": opts.repeat,
+        "run_name": opts.run_name or f"{opts.agent}",
+        "config": config.public_dict() if config is not None else None,
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+    bundle = {k: manifest[k] for k in ("git_commit", "dataset_hash", "image_digests", "agent", "config")}
+    manifest["bundle_hash"] = hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+# ---- one attempt ------------------------------------------------------------
+
+
+def _views(calls: list[ProxyCall]) -> list[ToolCallView]:
+    return [ToolCallView.from_reply(c.tool, c.arguments, c.result, c.is_error, c.latency_ms) for c in calls]
+
+
+def _usage(traj: Trajectory, config: ModelsConfig | None) -> dict[str, RoleUsage]:
+    out: dict[str, RoleUsage] = {}
+    for role, u in traj.usage.items():
+        data = u.model_dump() if hasattr(u, "model_dump") else dict(u)
+        data["cost_usd"] = traj.cost_usd.get(role)
+        out[role] = RoleUsage.model_validate(data)
+    return out
+
+
+class Runner:
+    def __init__(
+        self,
+        bench: Benchmark,
+        opts: RunOptions,
+        config: ModelsConfig | None = None,
+        progress: Any = None,
+    ):
+        self.bench = bench
+        self.opts = opts
+        self.config = config
+        self.progress = progress
+        self.run_id = new_id("run")
+        self.output = RunOutput(opts.out)
+        self.images: dict[str, str] = {}
+        self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
+        self.rubric_judge: RubricJudge | None = None
+        self.counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0, "alive": 0}
+
+    async def attempt(
+        self, task: Task, repeat: int, proxy: ProxyServer, clients: AgentClients | None
+    ) -> None:
+        attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
+        timings: dict[str, float] = {}
+        traj: Trajectory | None = None
+        record = AttemptRecord(
+            task_id=task.id, attempt_id=attempt_id, run_id=self.run_id, repeat=repeat, domain=task.domain
+        )
+        try:
+            t = time.monotonic()
+            golden = await self.golden.get(task)
+            timings["golden"] = time.monotonic() - t
+            request = await asyncio.to_thread(
+                sandbox_request,
+                self.bench,
+                task,
+                run_id=self.run_id,
+                attempt_id=attempt_id,
+                images=self.images,
+                limits=Limits(runtime=self.opts.runtime),
+            )
+            t = time.monotonic()
+            self.counts["alive"] += 1
+            try:
+                async with AsyncSandbox(request) as sb:
+                    timings["sandbox_start"] = time.monotonic() - t
+                    t = time.monotonic()
+                    initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                    timings["initial_dump"] = time.monotonic() - t
+                    scenario = self.bench.scenario_of(task)
+                    overrides = {
+                        st.name: st.override_description for st in scenario.tools if st.override_description
+                    }
+                    reg = await proxy.aregister(
+                        attempt_id, sb.handle.servers, scenario.tool_names or None, overrides
+                    )
+                    t = time.monotonic()
+                    try:
+                        traj = await run_attempt_agent(
+                            self.opts.agent,
+                            task,
+                            self.bench,
+                            reg.url,
+                            reg.headers,
+                            self.config,
+                            seed=repeat,
+                            wall_clock=self.opts.wall_clock,
+                            clients=clients,
+                        )
+                    finally:
+                        calls = await proxy.aunregister(reg.token)
+                    timings["agent"] = time.monotonic() - t
+                    t = time.monotonic()
+                    terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                    timings["final_dump"] = time.monotonic() - t
+                    t = time.monotonic()
+            finally:
+                self.counts["alive"] -= 1
+            timings["teardown"] = time.monotonic() - t
+            t = time.monotonic()
+            rubrics = list(self.bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
+            answers: list[RubricAnswer] | None = None
+            if rubrics:
+                answers = await self._judge_rubrics(rubrics, traj.final_message)
+            verdict = decide(
+                task.id,
+                load_domain(task.domain).tables,
+                golden,
+                terminal,
+                _views(calls),
+                initial=initial,
+                rubrics=rubrics,
+                rubric_answers=answers,
+            )
+            timings["judge"] = time.monotonic() - t
+            record.initial_state_path = self.output.write_state(f"{attempt_id}.initial", initial)
+            record.terminal_state_path = self.output.write_state(f"{attempt_id}.terminal", terminal)
+            record.trajectory = _views(calls)
+            record.final_message = traj.final_message
+            record.rubric_answers = answers
+            record.verdict = verdict
+            self._finish(task, repeat, record, traj, verdict, timings)
+        except Exception as exc:
+            self._system_error(task, repeat, record, traj, exc, timings)
+
+    async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
+        if self.rubric_judge is None:
+            if self.config is None or self.config.judge is None:
+                raise RuntimeError(
+                    "task has rubrics but the config names no judge model (--config with a judge role)"
+                )
+            role = self.config.judge
+            self.rubric_judge = RubricJudge(
+                JudgeModelConfig(
+                    model=role.model,
+                    base_url=role.base_url,
+                    api_key=SecretStr(role.resolved_api_key()),
+                    timeout=role.timeout,
+                    temperature=role.temperature or 0.0,
+                )
+            )
+        return await self.rubric_judge.judge(rubrics, final_message)
+
+    def _write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:
+        if traj is None:
+            return None
+        rel = f"trajectories/{attempt_id}.json"
+        (self.opts.out / rel).write_text(traj.model_dump_json())
+        return rel
+
+    def _finish(
+        self,
+        task: Task,
+        repeat: int,
+        record: AttemptRecord,
+        traj: Trajectory,
+        verdict: Verdict,
+        timings: dict[str, float],
+    ) -> None:
+        rel = self._write_trajectory(record.attempt_id, traj)
+        write_attempt(self.opts.out / "attempts" / f"{record.attempt_id}.json", record)
+        row = ResultRow.model_validate(
+            {
+                "task_id": task.id,
+                "repeat": repeat,
+                "domain": task.domain,
+                "passed": verdict.passed,
+                "system_error": False,
+                "signature": verdict.signature,
+                "finish_reason": traj.finish_reason,
+                "usage": _usage(traj, self.config),
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "attempt_id": record.attempt_id,
+                "trajectory": rel,
+                "strict_match": verdict.strict,
+                "differences": len(verdict.differences),
+            }
+        )
+        self.output.append(self.output.results, row.to_json_line())
+        self.counts["done"] += 1
+        self.counts["passed" if verdict.passed else "failed"] += 1
+        if self.progress:
+            self.progress(self, task, repeat, verdict.summary())
+
+    def _system_error(
+        self,
+        task: Task,
+        repeat: int,
+        record: AttemptRecord,
+        traj: Trajectory | None,
+        exc: BaseException,
+        timings: dict[str, float],
+    ) -> None:
+        partial = getattr(exc, "trajectory", None)
+        traj = traj or (partial if isinstance(partial, Trajectory) else None)
+        rel = self._write_trajectory(record.attempt_id, traj)
+        message = f"{exc.__class__.__name__}: {exc}"
+        record.system_error = message
+        with contextlib.suppress(OSError):
+            write_attempt(self.opts.out / "attempts" / f"{record.attempt_id}.json", record)
+        error = {
+            "task_id": task.id,
+            "repeat": repeat,
+            "attempt_id": record.attempt_id,
+            "error": message,
+            "traceback": "".join(traceback.format_exception(exc))[-4000:],
+            "trajectory": rel,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        self.output.append(self.output.errors, json.dumps(error))
+        row = ResultRow.model_validate(
+            {
+                "task_id": task.id,
+                "repeat": repeat,
+                "domain": task.domain,
+                "passed": False,
+                "system_error": True,
+                "error": message,
+                "finish_reason": traj.finish_reason if traj else None,
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "attempt_id": record.attempt_id,
+            }
+        )
+        self.output.append(self.output.results, row.to_json_line())
+        self.counts["done"] += 1
+        self.counts["errors"] += 1
+        if self.progress:
+            self.progress(self, task, repeat, f"system error: {message[:200]}")
+
+    async def run(self, tasks: list[Task]) -> dict[str, int]:
+        await asyncio.to_thread(sweep, None, STALE_AFTER, True)
+        self.images = await asyncio.to_thread(resolve_images, True)
+        write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config)
+        skip = self.output.done(self.opts.retry_errors)
+        todo = [(t, r) for t in tasks for r in range(self.opts.repeat) if (t.id, r) not in skip]
+        self.total = len(todo)
+        self.started = time.monotonic()
+        sem = asyncio.Semaphore(self.opts.concurrency)
+        clients = None
+        if self.config is not None and self.config.agent is not None:
+            clients = AgentClients.from_config(self.config, user=self.config.user is not None)
+        proxy = ProxyServer().start()
+
+        async def one(task: Task, repeat: int) -> None:
+            async with sem:
+                await self.attempt(task, repeat, proxy, clients)
+
+        try:
+            # Golden states first (once per task, in separate sandboxes), so a task
+            # whose golden replay fails is reported before its attempts start.
+            for task in {t.id: t for t, _ in todo}.values():
+                async with sem:
+                    try:
+                        await self.golden.get(task)
+                    except Exception as exc:
+                        print(f"tbx run: golden replay of {task.id} failed: {exc}", file=sys.stderr)
+            await asyncio.gather(*(one(t, r) for t, r in todo))
+        finally:
+            proxy.close()
+            if clients is not None:
+                await clients.aclose()
+            if self.rubric_judge is not None:
+                await self.rubric_judge.aclose()
+            await asyncio.to_thread(sweep, self.run_id)
+        return dict(self.counts)
