@@ -1,15 +1,19 @@
-"""`tbx up`: one sandbox for debugging by hand, alive until Ctrl-C."""
+"""`tbx up`: one sandbox for debugging by hand, alive until Ctrl-C, behind the
+session proxy: any MCP client can drive it through the printed proxy endpoint
+(with its bearer token), exactly as an agent would (allow-listed tools only).
+With --json it prints one JSON line once ready: mcp_url, token, url_with_token,
+psql, servers (the direct server endpoints), and the whole attempt handle."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
+from bench.proxy_cmd import ToolPolicy, sigterm_as_interrupt, wait_for_interrupt
+from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, Registration
 from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
@@ -39,21 +43,28 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
     return SandboxRequest(domains=[domain.name], seed={domain.name: rows}, **kwargs)
 
 
-def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> SandboxRequest:
+def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
     from bench.attempt_state import sandbox_request
     from bench.dataset import default_root, load_benchmark
+    from bench.proxy_cmd import task_tool_policy
 
     bench = load_benchmark(Path(dataset) if dataset else default_root(), strict=False)
     matches = [t for t in bench.tasks if t.id == task_id or t.uid == task_id]
     if len(matches) != 1:
         raise SystemExit(f"tbx up: {task_id!r} matches {len(matches)} tasks; give the full id (file.py:uid)")
-    return sandbox_request(bench, matches[0], **kwargs)
+    return sandbox_request(bench, matches[0], **kwargs), task_tool_policy(bench, matches[0])
 
 
-def describe(handle: AttemptHandle) -> str:
-    lines = [f"sandbox {handle.attempt_id} (run {handle.run_id}) ready in {handle.timings.get('ready', 0):.2f}s"]
+def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
+    lines = [
+        f"sandbox {handle.attempt_id} (run {handle.run_id}) ready in {handle.timings.get('ready', 0):.2f}s"
+    ]
+    if reg is not None:
+        lines.append(f"  proxy MCP:  {reg.url}  (header Authorization: Bearer {reg.token})")
+        lines.append(f"  proxy MCP, token in the path:  {reg.path_url}")
+        lines.append(f"  {len(reg.tools)} tools listed through the proxy")
     for domain, url in handle.servers.items():
-        lines.append(f"  MCP ({domain}):  {url}")
+        lines.append(f"  direct MCP ({domain}, no allow-list):  {url}")
         lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
     if handle.typesense_url:
         lines.append(f"  typesense:  {handle.typesense_url}  (api key {handle.typesense_api_key})")
@@ -61,28 +72,52 @@ def describe(handle: AttemptHandle) -> str:
     return "\n".join(lines)
 
 
+def endpoints_json(handle: AttemptHandle, reg: Registration) -> str:
+    """The one JSON line of `tbx up --json`."""
+    first = next(iter(handle.servers))
+    return json.dumps(
+        {
+            "mcp_url": reg.url,
+            "token": reg.token,
+            "authorization": f"Bearer {reg.token}",
+            "url_with_token": reg.path_url,
+            "tools": reg.tools,
+            "psql": handle.pg.psql_command(first),
+            "psql_commands": {d: handle.pg.psql_command(d) for d in handle.servers},
+            "servers": handle.servers,
+            "attempt_id": handle.attempt_id,
+            "run_id": handle.run_id,
+            "typesense_url": handle.typesense_url,
+            "handle": handle.model_dump(mode="json"),
+        }
+    )
+
+
 def up_command(args: argparse.Namespace) -> int:
     sweep(older_than=STALE_AFTER, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
+    policy = ToolPolicy()  # --pg-seed: every tool the server lists
     if args.pg_seed:
         request = _request_from_seed_file(Path(args.pg_seed), args.domain, **kwargs)
     elif args.task:
-        request = _request_from_task(args.task, args.dataset, **kwargs)
+        request, policy = _request_from_task(args.task, args.dataset, **kwargs)
     else:
         raise SystemExit("tbx up: give a TASK_ID or --pg-seed FILE.json")
 
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        with Sandbox(request) as sb:
-            assert sb.handle is not None
-            print(sb.handle.model_dump_json(indent=2) if args.json else describe(sb.handle), flush=True)
-            try:
-                while not stop.wait(0.5):
-                    pass
-            except KeyboardInterrupt:
-                pass
-            print("tearing down ...", file=sys.stderr, flush=True)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    proxy = ProxyServer(
+        port=getattr(args, "proxy_port", 0) or 0,
+        call_timeout=getattr(args, "call_timeout", None) or DEFAULT_CALL_TIMEOUT,
+    )
+    with sigterm_as_interrupt(), Sandbox(request) as sb, proxy:
+        assert sb.handle is not None
+        reg = proxy.register(
+            sb.handle.attempt_id,
+            sb.handle.servers,
+            policy.allowed_tools,
+            policy.overrides,
+            arg_overrides=policy.arg_overrides,
+        )
+        print(endpoints_json(sb.handle, reg) if args.json else describe(sb.handle, reg), flush=True)
+        wait_for_interrupt()
+        print("tearing down ...", file=sys.stderr, flush=True)
     return 0

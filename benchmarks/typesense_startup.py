@@ -14,8 +14,9 @@ Usage::
 
     python benchmarks/typesense_startup.py [-n 10] [--image TAG]
 
-Containers carry the label ``tbx.run=bench-typesense`` and are removed at the
-end (and leftovers of an earlier interrupted run at the start).
+Containers carry the label ``tbx.run=bench-typesense`` (plus ``tbx.pid``) and
+are removed as soon as they are measured, again at the end, and, at the start,
+leftovers of runs whose process is gone.
 """
 
 from __future__ import annotations
@@ -91,10 +92,17 @@ def run_once(client: docker.DockerClient, image: str, seed: bool, timeout: float
     container = client.containers.create(
         image,
         detach=True,
-        labels={LABEL: LABEL_VALUE},
+        # tbx.created / tbx.pid as in sandbox/labels.py: without them a concurrent
+        # `sweep(older_than=..., orphans=True)` would take our containers for stale.
+        labels={
+            LABEL: LABEL_VALUE,
+            "tbx.created": str(int(time.time())),
+            "tbx.pid": str(os.getpid()),
+            "tbx.role": "typesense",
+        },
         environment={"TYPESENSE_API_KEY": "bench", "TBX_TYPESENSE_SEED": "1" if seed else "0"},
         read_only=True,
-        tmpfs={"/data": "rw,size=64m,uid=10001,gid=10001"},
+        tmpfs={"/data": "rw,size=64m,uid=10002,gid=10002"},
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         mem_limit="512m",
@@ -119,9 +127,24 @@ def run_once(client: docker.DockerClient, image: str, seed: bool, timeout: float
         container.remove(force=True)
 
 
-def sweep(client: docker.DockerClient) -> None:
+def _pid_alive(pid: str) -> bool:
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(client: docker.DockerClient, leftovers_only: bool = False) -> None:
+    """Remove this benchmark's containers: ours, or (leftovers_only) those of dead runs."""
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}={LABEL_VALUE}"}):
-        c.remove(force=True)
+        owner = c.labels.get("tbx.pid", "")
+        if (not _pid_alive(owner)) if leftovers_only else owner == str(os.getpid()):
+            c.remove(force=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     client = docker.from_env()
     client.images.get(args.image)  # fail early with ImageNotFound
-    sweep(client)
+    sweep(client, leftovers_only=True)
     variants = [Variant("snapshot", seed=True), Variant("fresh", seed=False)]
     try:
         for i in range(args.n):  # interleave so both variants see the same machine load
@@ -149,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     print("  start->ok: container.start() issued -> /health ok (the number that matters)")
     print("  start(): the container.start() API call alone (docker/runc, not Typesense)")
     print("  proc->ok: State.StartedAt (entrypoint exec'd) -> /health ok")
-    print(f"{'variant':<10}{'start->ok p50':>15}{'p95':>9}{'min':>9}{'max':>9}"
-          f"{'start() p50':>13}{'proc->ok p50':>14}{'p95':>9}")
+    print(
+        f"{'variant':<10}{'start->ok p50':>15}{'p95':>9}{'min':>9}{'max':>9}"
+        f"{'start() p50':>13}{'proc->ok p50':>14}{'p95':>9}"
+    )
     for v in variants:
         h = [s.healthy * 1000 for s in v.samples]
         st = [s.start_call * 1000 for s in v.samples]

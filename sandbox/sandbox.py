@@ -111,6 +111,33 @@ def resolve_images(typesense: bool = True) -> dict[str, str]:
     return {name: require_image(name) for name in names}
 
 
+def check_seed(req: SandboxRequest) -> None:
+    """Reject seed rows the database would silently lose: tables the domain does not
+    have and, for tables whose model forbids extra fields, columns it does not have."""
+    for d in req.domains:
+        load_domain(d)  # an unknown domain fails here
+    for d, tables in req.seed.items():
+        if d not in req.domains:
+            raise SeedError(f"seed rows for domain {d!r}, which the request does not start ({req.domains})")
+        specs = {t.name: t for t in load_domain(d).tables}
+        unknown = sorted(set(tables) - set(specs))
+        if unknown:
+            raise SeedError(f"seed for {d} names unknown tables: {', '.join(unknown)}")
+        for name, rows in tables.items():
+            spec = specs[name]
+            if spec.extra != "forbid":
+                continue
+            allowed = set(spec.field_names)
+            for i, row in enumerate(rows):
+                extra = sorted(set(row) - allowed)
+                if extra:
+                    raise SeedError(
+                        f"seed for {d}: table {name} row {i} has unknown column(s) {', '.join(extra)} "
+                        f"(the table's model forbids extra fields; validate rows with "
+                        f"servers.engine.seeding.initial_rows)"
+                    )
+
+
 def schema_name(domain: str) -> str:
     return f"tbx_{domain}"
 
@@ -190,8 +217,7 @@ class Sandbox:
         t0 = time.monotonic()
         self._raise_if_aborted()
         images = req.images or resolve_images(typesense=req.typesense)
-        for d in req.domains:
-            load_domain(d)  # fail before starting anything if a domain is unknown
+        check_seed(req)  # fail before starting anything on an unknown domain, table or column
 
         self._network = Network(
             docker_network_kw={"internal": True, "driver": "bridge", "labels": self._labels("network")}
@@ -243,6 +269,7 @@ class Sandbox:
     def prepare(self) -> AttemptHandle:
         """Phase 2: rotate secrets, seed PostgreSQL, index the policy documents."""
         req = self.request
+        check_seed(req)
         t0 = time.monotonic()
         pg = PgEndpoint(
             host=self._ips["postgres"], admin_password=self._admin_pw, tool_password=self._tool_pw
@@ -393,7 +420,7 @@ class Sandbox:
                 self._admin_conn.close()
         client = docker_client()
         victims = client.containers.list(
-            all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}
+            all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}, ignore_removed=True
         )
         with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
             list(pool.map(_remove_container, victims))

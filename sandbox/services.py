@@ -68,7 +68,9 @@ def hardened_container(
         kwargs["user"] = spec.user
     if limits.runtime:
         kwargs["runtime"] = limits.runtime
-    container = DockerContainer(spec.image, command=spec.command, env=spec.env, network=network, **kwargs)
+    container = DockerContainer(spec.image, env=spec.env, network=network, **kwargs)
+    if spec.command:
+        container.with_command(spec.command)
     # DockerContainer keeps tmpfs separately and would override ours with {}.
     container.tmpfs = dict(spec.tmpfs)
     return container

@@ -62,7 +62,7 @@ def sweep(run: str | None = None, older_than: float | None = None, orphans: bool
     """
     client = docker_client()
     result = SweepResult()
-    for c in client.containers.list(all=True, filters={"label": labels.RUN}):
+    for c in client.containers.list(all=True, filters={"label": labels.RUN}, ignore_removed=True):
         if _selected(c.labels, run, older_than, orphans):
             try:
                 c.remove(force=True, v=True)
@@ -91,6 +91,6 @@ def leftovers(run: str | None = None) -> tuple[list[str], list[str]]:
     client = docker_client()
     filters = {"label": f"{labels.RUN}={run}" if run else labels.RUN}
     return (
-        [c.name for c in client.containers.list(all=True, filters=filters)],
+        [c.name for c in client.containers.list(all=True, filters=filters, ignore_removed=True)],
         [n.name for n in client.networks.list(filters=filters)],
     )

@@ -31,6 +31,11 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 [ -d "$CTX" ] || die "build context $CTX does not exist"
 mkdir -p "$CACHE"
+# Concurrent builds share the cache: one assembles, the others wait and reuse.
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE/.lock"
+  flock 9
+fi
 
 check_runs() {
   # 0.24.1 has no --version flag: without --data-dir it prints its usage and

@@ -3,6 +3,7 @@ canonical dump. Each domain declares its tables with `table()` / `f()`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -64,7 +65,7 @@ class TableSpec(BaseModel):
                 return fs
         raise KeyError(f"{self.name} has no field {name!r}")
 
-    def key_of(self, row: dict[str, Any]) -> str:
+    def key_of(self, row: Mapping[str, Any]) -> str:
         """The row's identity as text: integer ids compare as their decimal text."""
         if self.key_format is not None:
             return self.key_format.format(**{k: row[k] for k in self.key_fields})

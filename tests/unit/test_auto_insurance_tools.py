@@ -5,81 +5,22 @@ PostgreSQL (TBX_TEST_PG_DSN, default the local test server on /tmp:55432)."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import dataset_path
-from psycopg import sql
+from pg_support import DomainTools, domain_seed, err, reload
 
 from servers.auto_insurance.domain import DOMAIN
-from servers.engine.seeding import DataPatchError, copy_rows, initial_rows, load_state
-from servers.engine.store import TOOL_ROLE, Store
-from servers.engine.tools import ToolContext, run_tool
+from servers.engine.seeding import DataPatchError, initial_rows
+from servers.engine.store import Store
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
-
-
-# ---- fixtures ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def conn() -> Iterator[psycopg.Connection[Any]]:
-    """A fresh database for this module, dropped afterwards."""
-    name = f"tbx_ai_tools_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    db = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    load_state(db, DOMAIN.tables, {})
-    try:
-        yield db
-    finally:
-        db.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-@functools.cache
-def seed() -> dict[str, list[dict[str, Any]]]:
-    data: dict[str, list[dict[str, Any]]] = json.loads(
-        (dataset_path() / "servers" / DOMAIN.module / "seed.json").read_text()
-    )
-    return data
-
-
-def reset(conn: psycopg.Connection[Any], patch: dict[str, list[dict[str, Any]]] | None = None) -> None:
-    """Seed rows + `patch`, replacing whatever the previous test left."""
-    rows = initial_rows(DOMAIN.tables, seed(), patch)
-    with conn.transaction():
-        names = sql.SQL(", ").join(sql.Identifier(t.name) for t in DOMAIN.tables)
-        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(names))
-        for spec in DOMAIN.tables:
-            copy_rows(conn, spec, rows[spec.name])
-
-
-@pytest.fixture
-def db(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    reset(conn)
-    return conn
-
-
-def call(conn: psycopg.Connection[Any], tool: str, **params: Any) -> str:
-    t = DOMAIN.tool(tool)
-    assert t is not None, f"{tool} not served"
-    return run_tool(t, ToolContext(db=Store(conn, DOMAIN.tables)), params)
+# ---- helpers (the `db` fixture is conftest's: the seeded database, rolled back) ---
+T = DomainTools(DOMAIN)
+call, rows = T.call, T.rows
 
 
 def ok(conn: psycopg.Connection[Any], tool: str, **params: Any) -> Any:
@@ -88,18 +29,10 @@ def ok(conn: psycopg.Connection[Any], tool: str, **params: Any) -> Any:
     return reply
 
 
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": f"Tool execution failed: {message}", "tool": tool})
-
-
 def row(conn: psycopg.Connection[Any], table: str, key: str) -> dict[str, Any]:
     found = Store(conn, DOMAIN.tables).get(table, key)
     assert found is not None, f"{table} {key} missing"
     return found
-
-
-def rows(conn: psycopg.Connection[Any], table: str) -> list[dict[str, Any]]:
-    return Store(conn, DOMAIN.tables).all(table)
 
 
 POLICY = {
@@ -127,7 +60,7 @@ def test_get_customer_by_email_case_insensitive_first_match(db: psycopg.Connecti
         '{"customer_id": "CUS-00012345", "first_name": "Robert", "last_name": "Chen"}'
     )
     # A patched customer with the same address comes after the seed row: the seed row wins.
-    reset(db, {"crm_customers": [{"id": "CUST-1", "email": "ROBERT.chen@outlook.com", "first_name": "R",
+    reload(db, DOMAIN, {"crm_customers": [{"id": "CUST-1", "email": "ROBERT.chen@outlook.com", "first_name": "R",
                                    "last_name": "C", "date_of_birth": "1990-01-01"}]})  # fmt: skip
     assert (
         ok(db, "crm_get_customer_by_email", email="robert.chen@outlook.com")["customer_id"] == "CUS-00012345"
@@ -144,7 +77,7 @@ def test_get_customer_profile_omits_nulls_and_secrets(db: psycopg.Connection[Any
         '"fraud_flag": false, "security_question": "What is your pet\'s name?", "has_ssn_on_file": true}'
     )
     # phone and security_question null -> omitted; an empty SSN still counts as on file.
-    reset(db, {"crm_customers": [{"id": "CUS-00056789", "email": "j@t.com", "first_name": "James",
+    reload(db, DOMAIN, {"crm_customers": [{"id": "CUS-00056789", "email": "j@t.com", "first_name": "James",
                                    "last_name": "T", "date_of_birth": "1982-05-18", "ssn_last_4": ""}]})  # fmt: skip
     assert call(db, "crm_get_customer_profile", customer_id="CUS-00056789") == (
         '{"customer_id": "CUS-00056789", "email": "j@t.com", "first_name": "James", "last_name": "T", '
@@ -242,7 +175,7 @@ def test_get_vehicle_details(db: psycopg.Connection[Any]) -> None:
 
 
 def test_add_vehicle_hash_id_copy_and_duplicates(db: psycopg.Connection[Any]) -> None:
-    reset(db, {"policy_policies": [{**POLICY, "id": "POL-3195137928"}]})
+    reload(db, DOMAIN, {"policy_policies": [{**POLICY, "id": "POL-3195137928"}]})
     args = {"policy_id": "POL-3195137928", "vin": "5J6RS6H94RL322376", "year": "2024", "make": "Honda",
             "model": "CR-V", "effective_date": "2025-09-26"}  # fmt: skip
     assert call(db, "policy_add_vehicle", **args) == '{"vehicle_id": "VEH-2-E80D6850"}'
@@ -258,7 +191,7 @@ def test_add_vehicle_hash_id_copy_and_duplicates(db: psycopg.Connection[Any]) ->
         "policy_add_vehicle", "VIN '5J6RS6H94RL322376' already exists on this policy"
     )
     # The VIN check is case-sensitive; an id already present (from patched data) is returned untouched.
-    reset(db, {"policy_policies": [{**POLICY, "id": "POL-3195137928"}],
+    reload(db, DOMAIN, {"policy_policies": [{**POLICY, "id": "POL-3195137928"}],
                "policy_vehicles": [{"id": "VEH-2-E80D6850", "policy_id": "POL-3195137928",
                                     "vin": "5j6rs6h94rl322376", "year": 1, "make": "m", "model": "m",
                                     "effective_date": "d", "date_added_to_policy": "d"}]})  # fmt: skip
@@ -275,7 +208,7 @@ def test_add_vehicle_hash_id_copy_and_duplicates(db: psycopg.Connection[Any]) ->
 
 
 def test_add_driver_hash_id_defaults_and_duplicates(db: psycopg.Connection[Any]) -> None:
-    reset(db, {"policy_policies": [{**POLICY, "id": "POL-1000000001"}]})
+    reload(db, DOMAIN, {"policy_policies": [{**POLICY, "id": "POL-1000000001"}]})
     args = {"policy_id": "POL-1000000001", "name": "Ethan Ramirez", "date_of_birth": "2006-03-11",
             "relationship": "Child", "status": "Excluded", "effective_date": "2025-10-01",
             "uw_pending": None, "exclusion_form_required": "yes"}  # fmt: skip
@@ -298,7 +231,7 @@ def test_add_driver_hash_id_defaults_and_duplicates(db: psycopg.Connection[Any])
         "policy_add_driver", "Policy with ID 'P' not found"
     )
     # An id that already exists elsewhere is answered with its stored status, nothing written.
-    reset(db, {"policy_policies": [{**POLICY, "id": "POL-1000000001"}],
+    reload(db, DOMAIN, {"policy_policies": [{**POLICY, "id": "POL-1000000001"}],
                "policy_drivers": [{"id": "DRV-2-F5970EE7", "policy_id": "X", "name": "n", "date_of_birth": "d",
                                    "relationship": "r", "status": "Removed", "effective_date": "e"}]})  # fmt: skip
     assert call(db, "policy_add_driver", **args) == '{"driver_id": "DRV-2-F5970EE7", "status": "Removed"}'
@@ -397,7 +330,7 @@ def test_reinstate_policy_lapse_fields(db: psycopg.Connection[Any]) -> None:
 
 def test_generate_document_link_member_name_id_and_reuse(db: psycopg.Connection[Any]) -> None:
     # Quirk 1: the id hashes "DocumentType.PROOF_OF_INSURANCE", the URL uses the value.
-    reset(db, {"policy_policies": [{**POLICY, "id": "POL-4729183856"}]})
+    reload(db, DOMAIN, {"policy_policies": [{**POLICY, "id": "POL-4729183856"}]})
     args = {"policy_id": "POL-4729183856", "document_type": "proof_of_insurance", "ticket_id": "7",
             "expiration_date": "2025-10-02T13:00:05Z"}  # fmt: skip
     reply = (
@@ -438,7 +371,7 @@ ACCOUNT = {"id": "BILL-9", "policy_id": "POL-0012345678", "customer_id": "C", "m
 
 def test_billing_reads_use_first_account_in_storage_order(db: psycopg.Connection[Any]) -> None:
     # Quirk 10: a patched account with the same policy id comes after the seed account.
-    reset(db, {"billing_billing_accounts": [ACCOUNT]})
+    reload(db, DOMAIN, {"billing_billing_accounts": [ACCOUNT]})
     assert call(db, "billing_get_account_details", policy_id="POL-0012345678") == (
         '{"billing_account_id": "BILL-000001", "policy_id": "POL-0012345678", "status": "Past Due", '
         '"monthly_payment": 25000, "past_due_amount": 30000, "current_due_date": "2025-01-15", '
@@ -540,7 +473,7 @@ def test_create_fnol_id_fallbacks_copy_and_idempotence(db: psycopg.Connection[An
         "claim_stage": "Closed – Paid",
     }
     assert row(db, "claims_claims", "CLM-2D773EF1D5")["severity"] == "Minor"
-    reset(db, {"policy_policies": [POLICY]})
+    reload(db, DOMAIN, {"policy_policies": [POLICY]})
     by_id = ok(db, "claims_create_fnol", **{**base, "policy_id": "POL-3847291856"}, vehicle_id="VEH-847291-01",
                vehicle_vin="IGNORED", siu_flag="Confirmed SIU Referral", has_bodily_injury=True)  # fmt: skip
     assert by_id["claim_id"] == "CLM-2F5730F495"
@@ -560,7 +493,7 @@ def test_create_fnol_id_fallbacks_copy_and_idempotence(db: psycopg.Connection[An
 def test_policy_claims_look_back_uses_newest_claim_in_table(db: psycopg.Connection[Any]) -> None:
     # Quirk 12: "today" is the newest created_date of the whole table (2024-02-10 in the seed), and a
     # month is 30 days: 9 months back -> cutoff 2023-05-16, compared as strings (>=).
-    reset(db, {"claims_claims": [_claim("CLM-A", "2023-05-16"), _claim("CLM-B", "2023-05-15")]})
+    reload(db, DOMAIN, {"claims_claims": [_claim("CLM-A", "2023-05-16"), _claim("CLM-B", "2023-05-15")]})
     assert call(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=9) == (
         '{"claims": [{"claim_id": "CLM-1000000001", "date_of_loss": "2023-05-20", "claim_type": '
         '"Collision \\u2013 Single Vehicle", "claim_stage": "Closed \\u2013 Paid", "severity": "Minor", '
@@ -571,22 +504,24 @@ def test_policy_claims_look_back_uses_newest_claim_in_table(db: psycopg.Connecti
     assert ok(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=0)["total_count"] == 3
     assert ok(db, "claims_get_policy_claims", policy_id="POL-0012345678")["total_count"] == 3
     # A newer claim on another policy moves the reference: cutoff 2023-09-05.
-    reset(
-        db, {"claims_claims": [_claim("CLM-A", "2023-05-16"), _claim("CLM-C", "2024-06-01", policy_id="P2")]}
+    reload(
+        db,
+        DOMAIN,
+        {"claims_claims": [_claim("CLM-A", "2023-05-16"), _claim("CLM-C", "2024-06-01", policy_id="P2")]},
     )
     assert ok(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=9) == {
         "claims": [],
         "total_count": 0,
     }
     # A timestamp as the newest created_date breaks the look-back (only when months_back is set).
-    reset(db, {"claims_claims": [_claim("CLM-T", "2025-09-16T10:30:00Z")]})
+    reload(db, DOMAIN, {"claims_claims": [_claim("CLM-T", "2025-09-16T10:30:00Z")]})
     assert call(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=1) == err(
         "claims_get_policy_claims", "unconverted data remains: T10:30:00Z"
     )
     assert (
         ok(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=None)["total_count"] == 2
     )
-    reset(db, {"claims_claims": [_claim("CLM-Z", "Z-date")]})
+    reload(db, DOMAIN, {"claims_claims": [_claim("CLM-Z", "Z-date")]})
     assert call(db, "claims_get_policy_claims", policy_id="POL-0012345678", months_back=1) == err(
         "claims_get_policy_claims", "time data 'Z-date' does not match format '%Y-%m-%d'"
     )
@@ -596,7 +531,7 @@ def test_policy_claims_look_back_uses_newest_claim_in_table(db: psycopg.Connecti
 
 
 def test_vehicle_and_driver_claims_open_filter(db: psycopg.Connection[Any]) -> None:
-    reset(db, {"claims_claims": [
+    reload(db, DOMAIN, {"claims_claims": [
         _claim("CLM-O", "2025-01-01", vehicle_id="VEH-00012345", driver_id="DRV-00012345"),
         _claim("CLM-V", "2025-01-02", vehicle_vin="1HGCM82633A123456"),
     ]})  # fmt: skip
@@ -626,7 +561,7 @@ def test_vehicle_and_driver_claims_open_filter(db: psycopg.Connection[Any]) -> N
 
 
 def test_check_open_major_claims(db: psycopg.Connection[Any]) -> None:
-    reset(db, {"claims_claims": [
+    reload(db, DOMAIN, {"claims_claims": [
         _claim("CLM-M1", "2025-01-01", severity="Major"),
         _claim("CLM-M2", "2025-01-02", severity="Major", claim_stage="Open – Settlement"),
         _claim("CLM-M3", "2025-01-03", severity="Major", claim_stage="Closed – Denied"),
@@ -680,7 +615,7 @@ def test_string_parameters_reject_numbers(db: psycopg.Connection[Any]) -> None:
 
 def test_data_patch_replaces_rows_whole_and_never_deletes_seed(db: psycopg.Connection[Any]) -> None:
     # Quirk 11: upsert in place (whole row replaced, defaults refilled); empty lists change nothing.
-    reset(db, {"claims_claims": [], "crm_customers": [
+    reload(db, DOMAIN, {"claims_claims": [], "crm_customers": [
         {"id": "CUS-00012345", "email": "new@x.com", "first_name": "Rob", "last_name": "Chen",
          "date_of_birth": "1985-03-15", "unknown_key": 1},
     ]})  # fmt: skip
@@ -697,7 +632,9 @@ def test_data_patch_replaces_rows_whole_and_never_deletes_seed(db: psycopg.Conne
 def test_data_patch_rejects_tables_of_tool_only_subsystems() -> None:
     # lookup and knowledge_base contribute no tables (spec §1.1).
     with pytest.raises(DataPatchError) as info:
-        initial_rows(DOMAIN.tables, seed(), {"lookup_anything": [], "policy_vehicles": "x"})
+        initial_rows(
+            DOMAIN.tables, domain_seed(DOMAIN.module), {"lookup_anything": [], "policy_vehicles": "x"}
+        )
     assert str(info.value) == (
         "Data patch validation failed: Unknown table 'lookup_anything'; "
         "Table 'policy_vehicles' must contain a list of items"

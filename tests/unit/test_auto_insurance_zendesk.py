@@ -5,78 +5,22 @@ throwaway database on the host PostgreSQL (TBX_TEST_PG_DSN)."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
-from conftest import dataset_path
-from psycopg import sql
+from pg_support import DomainTools, reload
 
 from servers.auto_insurance.domain import DOMAIN
-from servers.engine.seeding import copy_rows, initial_rows, load_state
-from servers.engine.store import TOOL_ROLE, Store
-from servers.engine.tools import ToolContext, run_tool
+from servers.engine.store import Store
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
 CREATED = "2025-10-01T13:00:05Z"
 UPDATED = "2025-10-01T13:00:10Z"
+T = DomainTools(DOMAIN)
+rows = T.rows
 
 
-@pytest.fixture(scope="module")
-def conn() -> Iterator[psycopg.Connection[Any]]:
-    """A fresh database for this module, dropped afterwards."""
-    name = f"tbx_ai_zendesk_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    db = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    load_state(db, DOMAIN.tables, {})
-    try:
-        yield db
-    finally:
-        db.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-SEED: dict[str, list[dict[str, Any]]] = {}
-
-
-def reset(conn: psycopg.Connection[Any], patch: dict[str, list[dict[str, Any]]] | None = None) -> None:
-    if not SEED:
-        SEED.update(json.loads((dataset_path() / "servers" / DOMAIN.module / "seed.json").read_text()))
-    rows = initial_rows(DOMAIN.tables, SEED, patch)
-    with conn.transaction():
-        names = sql.SQL(", ").join(sql.Identifier(t.name) for t in DOMAIN.tables)
-        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(names))
-        for spec in DOMAIN.tables:
-            copy_rows(conn, spec, rows[spec.name])
-
-
-@pytest.fixture
-def db(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    reset(conn)
-    return conn
-
-
-def call(conn: psycopg.Connection[Any], tool: str, **params: Any) -> Any:
-    t = DOMAIN.tool(tool)
-    assert t is not None, f"{tool} not served"
-    return json.loads(run_tool(t, ToolContext(db=Store(conn, DOMAIN.tables)), params))
-
-
-def rows(conn: psycopg.Connection[Any], table: str) -> list[dict[str, Any]]:
-    return Store(conn, DOMAIN.tables).all(table)
+def call(conn: psycopg.Connection[Any], tool: str, /, **params: Any) -> Any:
+    return json.loads(T.call(conn, tool, **params))
 
 
 def ticket(conn: psycopg.Connection[Any], key: str) -> dict[str, Any]:
@@ -91,7 +35,7 @@ TICKET = {"id": "TKT-1", "subject": "s", "status": "pending", "tags": ["b", "a"]
 
 def test_ticket_update_ignores_every_null(db: psycopg.Connection[Any]) -> None:
     # Quirk 3: nulls (tags included) leave fields alone; updated_at is stamped on every update.
-    reset(db, {"zendesk_tickets": [TICKET]})
+    reload(db, DOMAIN, {"zendesk_tickets": [TICKET]})
     item = {
         "status": "solved",
         "tags": None,
@@ -111,7 +55,7 @@ def test_ticket_update_ignores_every_null(db: psycopg.Connection[Any]) -> None:
 
 def test_invalid_ticket_update_only_stamps_updated_at(db: psycopg.Connection[Any]) -> None:
     # Quirk 3: an invalid value makes the ticket shape lose; the call succeeds but changes nothing else.
-    reset(db, {"zendesk_tickets": [TICKET]})
+    reload(db, DOMAIN, {"zendesk_tickets": [TICKET]})
     before = ticket(db, "TKT-1")
     reply = call(
         db,
@@ -154,7 +98,7 @@ def test_ticket_create_logs_status_violations(db: psycopg.Connection[Any]) -> No
 
 
 def test_violation_id_collision_keeps_the_ticket(db: psycopg.Connection[Any]) -> None:
-    reset(db, {"zendesk_ticket_status_violations": [
+    reload(db, DOMAIN, {"zendesk_ticket_status_violations": [
         {"id": "VIOLATION-7", "ticket_id": "1", "created_status": "new", "created_at": "x"},
     ]})  # fmt: skip
     reply = call(db, "zendesk_create_item", table="tickets", item={"subject": "s"})
@@ -164,14 +108,14 @@ def test_violation_id_collision_keeps_the_ticket(db: psycopg.Connection[Any]) ->
 
 def test_ticket_ids_count_rows(db: psycopg.Connection[Any]) -> None:
     # Quirk 5: str(row count + 1), not max + 1; a taken id fails and writes nothing.
-    reset(db, {"zendesk_tickets": [{**TICKET, "id": "12847"}]})
+    reload(db, DOMAIN, {"zendesk_tickets": [{**TICKET, "id": "12847"}]})
     assert (
         call(db, "zendesk_create_item", table="tickets", item={"subject": "s", "status": "open"})["item"][
             "id"
         ]
         == "7"
     )
-    reset(db, {"zendesk_tickets": [{**TICKET, "id": "7"}]})
+    reload(db, DOMAIN, {"zendesk_tickets": [{**TICKET, "id": "7"}]})
     reply = call(db, "zendesk_create_item", table="tickets", item={"subject": "s", "status": "open"})
     assert "Object with ID 7 already exists" in reply["error"]
     assert len(rows(db, "zendesk_tickets")) == 6
@@ -213,7 +157,7 @@ def test_get_items_odata_variant(db: psycopg.Connection[Any]) -> None:
         "3", "4", "2", "5", "1",
     ]  # fmt: skip
     # Ordering null against text fails the whole call.
-    reset(db, {"zendesk_tickets": [{**TICKET, "priority": None}]})
+    reload(db, DOMAIN, {"zendesk_tickets": [{**TICKET, "priority": None}]})
     assert call(db, "zendesk_get_items", table="tickets", **{"$filter": "priority ge 'low'"}) == {
         "error": "Tool execution failed: Failed to parse OData filter: '>=' not supported between instances of "
         "'NoneType' and 'str'",

@@ -8,98 +8,28 @@ that is rolled back afterwards (tool calls nest as savepoints)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import dataset_path
-from psycopg import sql
+from pg_support import DomainTools, domain_seed, err, ok
 
 from judge.canonical import canonical_state
 from servers.consulting.common import Action, api_tool
 from servers.consulting.domain import DOMAIN
 from servers.consulting.workday import WorkdayInput
 from servers.engine.rows import to_state_row
-from servers.engine.seeding import initial_rows, load_state
-from servers.engine.store import TOOL_ROLE, Store
+from servers.engine.seeding import initial_rows
+from servers.engine.store import Store
 from servers.engine.tools import ToolContext, run_tool
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
 TABLES = {t.name: t for t in DOMAIN.tables}
+T = DomainTools(DOMAIN)
+call, state, put = T.call, T.state, T.put
 
 
 # ---- fixtures and helpers ---------------------------------------------------
-@functools.cache
-def seed() -> dict[str, list[dict[str, Any]]]:
-    data: dict[str, list[dict[str, Any]]] = json.loads(
-        (dataset_path() / "servers" / DOMAIN.module / "seed.json").read_text()
-    )
-    return data
-
-
-@pytest.fixture(scope="module")
-def seeded() -> Iterator[psycopg.Connection[Any]]:
-    """A fresh database holding the pure seed, dropped afterwards."""
-    name = f"tbx_consulting_tools_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    conn = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    load_state(conn, DOMAIN.tables, initial_rows(DOMAIN.tables, seed(), None))
-    try:
-        yield conn
-    finally:
-        conn.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-@pytest.fixture
-def db(seeded: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
-    """The seeded database; whatever the test changes is rolled back."""
-    with seeded.transaction() as tx:
-        yield seeded
-        raise psycopg.Rollback(tx)
-
-
-def call(conn: psycopg.Connection[Any], tool: str, **params: Any) -> str:
-    t = DOMAIN.tool(tool)
-    assert t is not None, tool
-    return run_tool(t, ToolContext(db=Store(conn, DOMAIN.tables)), params)
-
-
-def ok(value: Any) -> str:
-    return json.dumps(value)
-
-
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": "Tool execution failed: " + message, "tool": tool})
-
-
-def state(conn: psycopg.Connection[Any], table: str) -> list[dict[str, Any]]:
-    """The table's rows in storage order, in state (dump) form."""
-    return [to_state_row(TABLES[table], r) for r in Store(conn, DOMAIN.tables).all(table)]
-
-
-def put(conn: psycopg.Connection[Any], table: str, *rows: dict[str, Any]) -> None:
-    """Upsert rows the way a data_patch does (replace in place, else append)."""
-    store = Store(conn, DOMAIN.tables)
-    for row in rows:
-        store.upsert(table, row)
-
-
 SUCCESS = ok({"success": True})
 
 
@@ -199,7 +129,9 @@ def test_software_search_substring_case_insensitive(db: psycopg.Connection[Any])
 
 def test_software_search_empty_string_matches_all(db: psycopg.Connection[Any]) -> None:
     results = json.loads(call(db, "software_catalog_search", software_name=""))["results"]
-    assert [r["id"] for r in results] == [r["id"] for r in seed()["software_catalog_software_catalog"]]
+    assert [r["id"] for r in results] == [
+        r["id"] for r in domain_seed(DOMAIN.module)["software_catalog_software_catalog"]
+    ]
 
 
 def test_software_search_no_match_is_an_error(db: psycopg.Connection[Any]) -> None:
@@ -751,7 +683,11 @@ def test_degreed_seats_and_enroll_without_checks(db: psycopg.Connection[Any]) ->
     assert call(db, "degreed_api", action="check_enrollment", course_id="CRS-1000001") == ok(
         {"available_seats": 99999}
     )
-    put(db, "degreed_training_courses", {**seed()["degreed_training_courses"][9], "max_seats": "1"})
+    put(
+        db,
+        "degreed_training_courses",
+        {**domain_seed(DOMAIN.module)["degreed_training_courses"][9], "max_seats": "1"},
+    )
     for _ in range(2):
         assert (
             call(db, "degreed_api", action="enroll_employee", email="a@msg.com", course_id="CRS-1000010")
@@ -1177,7 +1113,7 @@ def test_patch_replaces_whole_rows_and_keeps_seed() -> None:
         "expense_date": "2024-10-25T00:00:00",
         "receipt_status": "itemized",
     }
-    rows = initial_rows(DOMAIN.tables, seed(), {"concur_expense_reports": [report]})
+    rows = initial_rows(DOMAIN.tables, domain_seed(DOMAIN.module), {"concur_expense_reports": [report]})
     expenses = rows["concur_expense_reports"]
     assert len(expenses) == 10
     replaced = to_state_row(TABLES["concur_expense_reports"], expenses[3])
@@ -1190,7 +1126,11 @@ def test_patch_rejects_unknown_keys_on_consulting_tables() -> None:
     from servers.engine.seeding import DataPatchError
 
     with pytest.raises(DataPatchError, match="Extra inputs are not permitted"):
-        initial_rows(DOMAIN.tables, seed(), {"box_folders": [{**seed()["box_folders"][0], "colour": "red"}]})
+        initial_rows(
+            DOMAIN.tables,
+            domain_seed(DOMAIN.module),
+            {"box_folders": [{**domain_seed(DOMAIN.module)["box_folders"][0], "colour": "red"}]},
+        )
 
 
 def test_canonical_order_by_text_id_and_storage_order(db: psycopg.Connection[Any]) -> None:

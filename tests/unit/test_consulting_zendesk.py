@@ -6,92 +6,26 @@ against a throwaway database on the host PostgreSQL (TBX_TEST_PG_DSN)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import dataset_path
-from psycopg import sql
+from pg_support import DomainTools, domain_seed, err
 
 from servers.consulting.domain import DOMAIN
-from servers.engine.rows import to_state_row
-from servers.engine.seeding import initial_rows, load_state
-from servers.engine.store import TOOL_ROLE, Store
-from servers.engine.tools import ToolContext, run_tool
+from servers.engine.seeding import initial_rows
+from servers.engine.store import Store
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
 TABLES = {t.name: t for t in DOMAIN.tables}
+T = DomainTools(DOMAIN)
+call, state, put = T.call, T.state, T.put
 CREATED = "2025-10-01T13:00:05Z"
 TICKET_UPDATED = "2025-10-01T13:00:10Z"
 
 
-@functools.cache
-def seed() -> dict[str, list[dict[str, Any]]]:
-    data: dict[str, list[dict[str, Any]]] = json.loads(
-        (dataset_path() / "servers" / DOMAIN.module / "seed.json").read_text()
-    )
-    return data
-
-
-@pytest.fixture(scope="module")
-def seeded() -> Iterator[psycopg.Connection[Any]]:
-    """A fresh database holding the pure seed, dropped afterwards."""
-    name = f"tbx_consulting_zd_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    conn = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    load_state(conn, DOMAIN.tables, initial_rows(DOMAIN.tables, seed(), None))
-    try:
-        yield conn
-    finally:
-        conn.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-@pytest.fixture
-def db(seeded: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
-    """The seeded database; whatever the test changes is rolled back."""
-    with seeded.transaction() as tx:
-        yield seeded
-        raise psycopg.Rollback(tx)
-
-
-def call(conn: psycopg.Connection[Any], tool: str, **params: Any) -> str:
-    t = DOMAIN.tool(tool)
-    assert t is not None, tool
-    return run_tool(t, ToolContext(db=Store(conn, DOMAIN.tables)), params)
-
-
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": "Tool execution failed: " + message, "tool": tool})
-
-
-def state(conn: psycopg.Connection[Any], table: str) -> list[dict[str, Any]]:
-    return [to_state_row(TABLES[table], r) for r in Store(conn, DOMAIN.tables).all(table)]
-
-
 def ticket(conn: psycopg.Connection[Any], ticket_id: str) -> dict[str, Any]:
     return next(r for r in state(conn, "zendesk_tickets") if r["id"] == ticket_id)
-
-
-def put(conn: psycopg.Connection[Any], table: str, *rows: dict[str, Any]) -> None:
-    store = Store(conn, DOMAIN.tables)
-    for row in rows:
-        store.upsert(table, row)
 
 
 def ids(reply: str) -> list[str]:
@@ -203,7 +137,7 @@ def test_update_timestamps_per_table(db: psycopg.Connection[Any]) -> None:
 # ---- get_items filters (consulting copy) -------------------------------------------
 def test_filter_ne_ge_le_evaluated(db: psycopg.Connection[Any]) -> None:
     assert ids(call(db, "zendesk_get_items", table="tickets", **{"$filter": "status ne 'open'"})) == [
-        r["id"] for r in seed()["zendesk_tickets"] if r["status"] != "open"
+        r["id"] for r in domain_seed(DOMAIN.module)["zendesk_tickets"] if r["status"] != "open"
     ]
     assert ids(call(db, "zendesk_get_items", table="tickets", **{"$filter": "id le '2'"})) == ["1", "2"]
     assert ids(call(db, "zendesk_get_items", table="tickets", **{"$filter": "id ge '4'"})) == ["4", "5"]
@@ -224,7 +158,7 @@ def test_filter_literal_quirks(db: psycopg.Connection[Any]) -> None:
 
 
 def test_filter_ignored_clauses_and_short_circuit(db: psycopg.Connection[Any]) -> None:
-    everything = [r["id"] for r in seed()["zendesk_tickets"]]
+    everything = [r["id"] for r in domain_seed(DOMAIN.module)["zendesk_tickets"]]
     for text in ("contains(subject, 'zzz')", "tags/any(t: t eq 'zzz')", "not (status eq 'open')"):
         assert ids(call(db, "zendesk_get_items", table="tickets", **{"$filter": text})) == everything, text
     flt = "status eq 'zzz' and due_at gt 'a'"
@@ -243,9 +177,9 @@ def test_patch_user_organization_id_converted_to_text() -> None:
 
     base = {"name": "A", "email": "a@msg.com", "created_at": "c", "updated_at": "u"}
     users = [{**base, "id": "9", "organization_id": 7}, {**base, "id": "10", "organization_id": True}]
-    rows = initial_rows(DOMAIN.tables, seed(), {"zendesk_users": users})
+    rows = initial_rows(DOMAIN.tables, domain_seed(DOMAIN.module), {"zendesk_users": users})
     assert [r["organization_id"] for r in rows["zendesk_users"][-2:]] == ["7", "True"]
     # Only the user model converts: a ticket's organization_id must still be text.
     ticket_row = {"id": "9", "subject": "s", "created_at": "c", "updated_at": "u", "organization_id": 7}
     with pytest.raises(DataPatchError, match="organization_id: Input should be a valid string"):
-        initial_rows(DOMAIN.tables, seed(), {"zendesk_tickets": [ticket_row]})
+        initial_rows(DOMAIN.tables, domain_seed(DOMAIN.module), {"zendesk_tickets": [ticket_row]})

@@ -8,23 +8,21 @@ rolled back, on top of the reference seed."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
+from pg_support import DomainTools, err
 
-from servers.engine.seeding import copy_rows, create_schema, initial_rows
-from servers.engine.store import TOOL_ROLE, Store
-from servers.engine.tools import ToolContext, run_tool
+from bench.dataset import Benchmark
+from bench.replay_local import replay_domain
+from servers.engine.store import Store
 from servers.neobank import common
 from servers.neobank.domain import DOMAIN, MAIN_TOOLS
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
+T = DomainTools(DOMAIN)
 
 EMP = common.EMPLOYEES
 OAA = common.APP_ACCESS
@@ -35,39 +33,6 @@ OSA = common.SECURITY_AUDIT
 
 
 # ---- fixtures ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def pg() -> Iterator[psycopg.Connection[Any]]:
-    """A fresh database (empty neobank schema) for this module, dropped afterwards."""
-    name = f"tbx_neobank_tools_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    conn = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    try:
-        with conn.transaction():
-            create_schema(conn, DOMAIN.tables)
-        yield conn
-    finally:
-        conn.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-@pytest.fixture(scope="module")
-def seed_rows(dataset: Path) -> dict[str, list[dict[str, Any]]]:
-    """The reference seed, validated (no data patch)."""
-    return initial_rows(
-        DOMAIN.tables, json.loads((dataset / "servers" / DOMAIN.module / "seed.json").read_text()), None
-    )
-
-
 class Desk:
     """The seeded neobank state inside one rolled-back transaction."""
 
@@ -76,9 +41,7 @@ class Desk:
         self.store = Store(conn, DOMAIN.tables)
 
     def text(self, tool: str, **params: Any) -> str:
-        t = DOMAIN.tool(tool)
-        assert t is not None, f"{tool} not served"
-        return run_tool(t, ToolContext(db=Store(self.conn, DOMAIN.tables)), params)
+        return T.call(self.conn, tool, **params)
 
     def ok(self, tool: str, **params: Any) -> Any:
         reply = json.loads(self.text(tool, **params))
@@ -103,15 +66,9 @@ class Desk:
 
 
 @pytest.fixture
-def desk(pg: psycopg.Connection[Any], seed_rows: dict[str, list[dict[str, Any]]]) -> Iterator[Desk]:
-    with pg.transaction(force_rollback=True):
-        for spec in DOMAIN.tables:
-            copy_rows(pg, spec, seed_rows[spec.name])
-        yield Desk(pg)
-
-
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": f"Tool execution failed: {message}", "tool": tool})
+def desk(db: psycopg.Connection[Any]) -> Desk:
+    """The seeded database (conftest's `db`: rolled back after the test)."""
+    return Desk(db)
 
 
 # ---- listing -----------------------------------------------------------------
@@ -1080,3 +1037,46 @@ def test_odata_filter_subset(desk: Desk) -> None:
     assert desk.fails("zendesk_get_items", table="tickets", **{"$filter": "id gt 3"}) == (
         "Failed to parse OData filter: '>' not supported between instances of 'str' and 'int'"
     )
+
+
+# ---- a held-out task's golden end state --------------------------------------------
+def test_held_out_ie_001_worked_example(
+    benchmark: Benchmark, make_database: Callable[[str], psycopg.Connection[Any]]
+) -> None:
+    """spec §5.2: the SEV1 incident access grant and its two notifications."""
+    task_id = "sandbox_neobank_support_v1_group1.py:test_ie_001"
+    replay = replay_domain(
+        make_database("neobank_ie_001"), benchmark, "neobank", wanted=[task_id], keep_states=True
+    )
+    [run] = replay.tasks
+    assert (run.task_id, run.traced, run.problems) == (task_id, False, [])
+    final = run.final
+    assert final is not None
+    access = {r["id"]: r for r in final["sandbox_neobank_support_main_models_okta_app_access"]}
+    assert access["OAA-00000012"] == {
+        "id": "OAA-00000012",
+        "employee_id": "WD-637182",
+        "app_name": "Production database",
+        "access_level": "read_only",
+        "granted_at": None,
+        "granted_by": "system",
+        "is_active": True,
+        "revoked_at": None,
+        "is_temporary": True,
+        "expires_at": "2025-10-02T13:00:00Z",
+    }
+    notes = {r["id"]: r for r in final["sandbox_neobank_support_main_models_email_notifications"]}
+    expected = {
+        "NTF-00000007": ("post_facto_manager_alert", "WD-681453"),
+        "NTF-00000008": ("incident_access_granted", "WD-753918"),
+    }
+    for note_id, (kind, recipient) in expected.items():
+        note = notes[note_id]
+        assert (note["notification_type"], note["recipient_id"]) == (kind, recipient)
+        assert note["priority"] == "urgent" and note["ticket_id"] == "6" and note["cc_emails"] is None
+        assert note["sent_at"] is None and note["delivery_status"] == "queued" and note["sent_by"] == "system"
+    # The patch replaced a seed employee in place (store order kept).
+    assert run.initial is not None
+    employees = run.initial["sandbox_neobank_support_main_models_employees"]
+    sarah = next(e for e in employees if e["id"] == "WD-681453")
+    assert (sarah["role"], sarah["manager_id"]) == ("VP of Engineering", "WD-524893")

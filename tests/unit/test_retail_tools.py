@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
+from pg_support import err, ok, reload
 
 from judge.canonical import dump_canonical
 from servers.engine.rows import to_state_row
-from servers.engine.seeding import copy_rows, create_schema, initial_rows
-from servers.engine.store import TOOL_ROLE, Store
+from servers.engine.store import Store
 from servers.engine.tools import ToolContext, run_tool
 from servers.retail.common import (
     CLAIMS,
@@ -43,56 +39,26 @@ from servers.retail.common import (
 )
 from servers.retail.domain import DOMAIN
 
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
 TABLES = DOMAIN.tables
 
 
 # ---- database fixtures ----------------------------------------------------------
 @pytest.fixture(scope="module")
-def pg() -> Iterator[psycopg.Connection[Any]]:
+def pg(seeded_database: Callable[..., psycopg.Connection[Any]]) -> psycopg.Connection[Any]:
     """A fresh database with the retail schema, dropped afterwards."""
-    name = f"tbx_test_retail_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(f"{PG_DSN} dbname=postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    conn = psycopg.connect(f"{PG_DSN} dbname={name}", autocommit=True)
-    try:
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (TOOL_ROLE,)).fetchone() is None:
-            conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(TOOL_ROLE)))
-        create_schema(conn, TABLES)
-        yield conn
-    finally:
-        conn.close()
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
-
-
-@pytest.fixture(scope="module")
-def seed(dataset: Path) -> dict[str, list[dict[str, Any]]]:
-    data: dict[str, list[dict[str, Any]]] = json.loads(
-        (dataset / "servers" / DOMAIN.module / "seed.json").read_text()
-    )
-    return data
+    return seeded_database(DOMAIN)
 
 
 class Retail:
     """One seeded retail database plus call helpers."""
 
-    def __init__(self, conn: psycopg.Connection[Any], seed: dict[str, list[dict[str, Any]]]):
+    def __init__(self, conn: psycopg.Connection[Any]):
         self.conn = conn
-        self.seed = seed
         self.load()
 
     def load(self, patch: dict[str, Any] | None = None) -> None:
         """Reset every table to seed + `patch` (new rows get fresh, increasing `_seq`)."""
-        state = initial_rows(TABLES, self.seed, patch)
-        with self.conn.transaction():
-            for spec in TABLES:
-                # DELETE is much cheaper than TRUNCATE on tables this small
-                self.conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(spec.name)))
-                copy_rows(self.conn, spec, state[spec.name])
+        reload(self.conn, DOMAIN, patch)
 
     def call(self, tool: str, args: dict[str, Any] | None = None, now: dt.datetime | None = None) -> str:
         t = DOMAIN.tool(tool)
@@ -114,16 +80,8 @@ class Retail:
 
 
 @pytest.fixture
-def db(pg: psycopg.Connection[Any], seed: dict[str, list[dict[str, Any]]]) -> Retail:
-    return Retail(pg, seed)
-
-
-def ok(payload: dict[str, Any]) -> str:
-    return json.dumps(payload)
-
-
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": "Tool execution failed: " + message, "tool": tool})
+def db(pg: psycopg.Connection[Any]) -> Retail:
+    return Retail(pg)
 
 
 UTC = dt.UTC

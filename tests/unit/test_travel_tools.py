@@ -9,68 +9,37 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
+from pg_support import DomainTools, domain_seed, err, ok, reload
 
 from servers.engine.rows import to_state_row
-from servers.engine.seeding import copy_rows, initial_rows, load_state
+from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
-from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool
+from servers.engine.tools import NOMINAL_NOW
 from servers.registry import load_domain
 
-PG = os.environ.get("TBX_TEST_PG", "host=/tmp port=55432 user=postgres")
 DOMAIN = load_domain("travel")
+T = DomainTools(DOMAIN)
 MODIFIED_AT = "2025-11-25T10:00:00Z"
 
 
 # ---- fixtures ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def seed(dataset: Path) -> dict[str, list[dict[str, Any]]]:
-    data: dict[str, list[dict[str, Any]]] = json.loads(
-        (dataset / "servers" / DOMAIN.module / "seed.json").read_text()
-    )
-    return data
-
-
-@pytest.fixture(scope="module")
-def travel_conn(seed: dict[str, list[dict[str, Any]]]) -> Iterator[psycopg.Connection[Any]]:
-    """A database of its own for this module, holding the pristine seed state."""
-    name = f"tbx_travel_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(f"{PG} dbname=postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL is not reachable at {PG!r} (start it, or set TBX_TEST_PG): {exc}")
-    admin.execute(f'CREATE DATABASE "{name}"')
-    conn = psycopg.connect(f"{PG} dbname={name}", autocommit=True)
-    try:
-        load_state(conn, DOMAIN.tables, initial_rows(DOMAIN.tables, seed, None, NOMINAL_NOW))
-        yield conn
-    finally:
-        conn.close()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 class Env:
-    def __init__(self, conn: psycopg.Connection[Any], seed: dict[str, list[dict[str, Any]]]):
+    def __init__(self, conn: psycopg.Connection[Any]):
         self.conn = conn
-        self.seed = seed
+        self.seed = domain_seed(DOMAIN.module)
 
     @property
     def db(self) -> Store:
-        return Store(self.conn, DOMAIN.tables, NOMINAL_NOW)
+        return T.store(self.conn)
 
     def call(self, tool: str, **args: Any) -> str:
-        t = DOMAIN.tool(tool)
-        assert t is not None, tool
-        return run_tool(t, ToolContext(db=self.db), args)
+        return T.call(self.conn, tool, **args)
 
     def row(self, table: str, key: str) -> dict[str, Any] | None:
         row = self.db.get(table, key)
@@ -84,36 +53,21 @@ class Env:
 
 
 @pytest.fixture
-def env(
-    travel_conn: psycopg.Connection[Any], seed: dict[str, list[dict[str, Any]]]
-) -> Iterator[Callable[..., Env]]:
+def env(db: psycopg.Connection[Any]) -> Callable[..., Env]:
     """`env(patch)` gives the seed state plus `patch` (built by the real seeding
     code, so patch rows are validated, upserted and ordered as at task init).
-    Each test runs in one transaction that is rolled back; calling `env` again
-    in the same test starts over from the seed."""
+    Each test runs in one transaction that is rolled back (conftest's `db`);
+    calling `env` again in the same test starts over from the seed."""
     started = False
 
     def make(patch: dict[str, list[dict[str, Any]]] | None = None) -> Env:
         nonlocal started
-        travel_conn.execute("ROLLBACK TO SAVEPOINT travel_seed" if started else "SAVEPOINT travel_seed")
+        db.execute("ROLLBACK TO SAVEPOINT travel_seed" if started else "SAVEPOINT travel_seed")
         started = True
-        rows = initial_rows(DOMAIN.tables, seed, patch, NOMINAL_NOW)
-        for spec in DOMAIN.tables:
-            if (patch or {}).get(spec.name):
-                travel_conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(spec.name)))
-                copy_rows(travel_conn, spec, rows[spec.name])
-        return Env(travel_conn, seed)
+        reload(db, DOMAIN, patch, only_patched=True)
+        return Env(db)
 
-    with travel_conn.transaction(force_rollback=True):
-        yield make
-
-
-def ok(payload: Any) -> str:
-    return json.dumps(payload)
-
-
-def err(tool: str, message: str) -> str:
-    return json.dumps({"error": "Tool execution failed: " + message, "tool": tool})
+    return make
 
 
 def hotel(hid: str, name: str, location: str, **extra: Any) -> dict[str, Any]:
@@ -199,7 +153,8 @@ def test_lax_tools_ignore_unknown_arguments_but_strict_ones_reject_them(env: Cal
     )
 
 
-def test_corporate_account_without_timestamps_gets_the_configured_clock(seed: dict[str, Any]) -> None:
+def test_corporate_account_without_timestamps_gets_the_configured_clock() -> None:
+    seed = domain_seed(DOMAIN.module)
     account = {
         k: v
         for k, v in seed["corporate_api_corporate_accounts"][0].items()

@@ -12,24 +12,20 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import os
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import dataset_path
-from psycopg import sql
+from pg_support import domain_seed
 
+from bench.replay_local import fresh_schema, reset_rows
 from judge.canonical import dump_canonical
 from servers.engine.schema import TableSpec
-from servers.engine.seeding import initial_rows, load_state
-from servers.engine.store import TOOL_ROLE, Store
+from servers.engine.seeding import initial_rows
+from servers.engine.store import Store
 from servers.engine.tools import Tool, ToolContext, run_tool
 from servers.zendesk import VARIANTS, zendesk_tools
-
-PG_DSN = os.environ.get("TBX_TEST_PG_DSN", "host=/tmp port=55432 user=postgres")
 
 # variant -> (domain package, reference module)
 DOMAINS = {
@@ -45,26 +41,9 @@ TICKET_UPDATED = "2025-10-01T13:00:10Z"
 
 # ---- fixtures ----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def conn() -> Iterator[psycopg.Connection[Any]]:
+def conn(make_database: Callable[[str], psycopg.Connection[Any]]) -> psycopg.Connection[Any]:
     """A fresh database for this module, dropped afterwards."""
-    name = f"tbx_zendesk_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_DSN + " dbname=postgres", autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"host PostgreSQL not reachable at {PG_DSN!r} (set TBX_TEST_PG_DSN): {exc}")
-    admin.execute(
-        sql.SQL(
-            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {}) THEN CREATE ROLE {}; END IF; END$$"
-        ).format(sql.Literal(TOOL_ROLE), sql.Identifier(TOOL_ROLE))
-    )
-    admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    db = psycopg.connect(PG_DSN + f" dbname={name}", autocommit=True)
-    try:
-        yield db
-    finally:
-        db.close()
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.close()
+    return make_database("zendesk")
 
 
 @functools.cache
@@ -77,8 +56,10 @@ def zendesk_tables(variant: str) -> tuple[TableSpec, ...]:
 @functools.cache
 def zendesk_seed(variant: str) -> dict[str, list[dict[str, Any]]]:
     _, module = DOMAINS[variant]
-    seed = json.loads((dataset_path() / "servers" / module / "seed.json").read_text())
-    return {k: v for k, v in seed.items() if k.startswith("zendesk_")}
+    return {k: v for k, v in domain_seed(module).items() if k.startswith("zendesk_")}
+
+
+_SCHEMA: dict[int, str] = {}  # connection -> the variant whose tables it holds
 
 
 class Env:
@@ -89,9 +70,10 @@ class Env:
         self.variant = variant
         self.tables = zendesk_tables(variant)
         self.tools: dict[str, Tool] = {t.name: t for t in zendesk_tools(variant)}
-        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-        conn.execute("CREATE SCHEMA public")
-        load_state(conn, self.tables, initial_rows(self.tables, zendesk_seed(variant), patch))
+        if _SCHEMA.get(id(conn)) != variant:  # the variants' tables differ: recreate them
+            fresh_schema(conn, self.tables)
+            _SCHEMA[id(conn)] = variant
+        reset_rows(conn, self.tables, initial_rows(self.tables, zendesk_seed(variant), patch))
 
     def raw(self, tool: str, **params: Any) -> str:
         return run_tool(self.tools[tool], ToolContext(db=Store(self.conn, self.tables)), params)

@@ -1,0 +1,180 @@
+"""Model endpoints for the three LLM roles of a run (agent, simulated user,
+rubric judge) and the price table that turns token usage into money.
+
+The file is YAML::
+
+    defaults:                      # optional, merged under every role
+      base_url: http://127.0.0.1:8000/v1
+      api_key_env: OPENAI_API_KEY
+      timeout: 120
+    agent:
+      model: my-agent-model
+      temperature: 0.0
+      seed: 1234                   # the attempt's seed is added to it
+      max_tokens: 4096
+    user:
+      model: my-user-model
+    judge:
+      model: my-judge-model
+    prices:                        # USD per 1M tokens
+      my-agent-model: {input: 1.25, cached: 0.125, output: 10.0}
+
+A role is optional in the file; asking for a missing one raises
+`ModelsConfigError`. Keys are never written back: `public_dict()` is the
+redacted form a run manifest may hash and store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Role = Literal["agent", "user", "judge"]
+ROLES: tuple[Role, ...] = ("agent", "user", "judge")
+NO_KEY = "not-needed"  # sent when an endpoint needs no key (the SDK insists on one)
+
+
+class ModelsConfigError(ValueError):
+    """The models config is missing, malformed or lacks what a caller needs."""
+
+
+class RoleConfig(BaseModel):
+    """One OpenAI-compatible chat-completions endpoint and its sampling settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str
+    model: str
+    api_key: str | None = Field(default=None, repr=False)
+    api_key_env: str | None = None
+    temperature: float | None = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    # retry policy for 429 / 5xx / timeouts / connection errors
+    max_retries: int = Field(default=6, ge=0)
+    backoff_initial: float = Field(default=1.0, ge=0)
+    backoff_max: float = Field(default=30.0, ge=0)
+    # extra fields merged into every request body (e.g. reasoning settings)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> RoleConfig:
+        if self.api_key is not None and self.api_key_env is not None:
+            raise ValueError("give api_key or api_key_env, not both")
+        return self
+
+    def resolved_api_key(self) -> str:
+        """The key to send: `api_key`, else `$api_key_env` (which must be set), else a placeholder."""
+        if self.api_key is not None:
+            return self.api_key
+        if self.api_key_env is not None:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ModelsConfigError(f"environment variable {self.api_key_env} (api_key_env) is not set")
+            return value
+        return NO_KEY
+
+    def request_seed(self, attempt_seed: int) -> int | None:
+        """The seed sent with a request: none unless configured, then offset by the attempt's seed
+        (so repeats of one task sample independently but reproducibly)."""
+        return None if self.seed is None else self.seed + attempt_seed
+
+    def public_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"api_key"})
+
+
+class Price(BaseModel):
+    """USD per 1M tokens. `cached` (prompt tokens served from a cache) defaults to `input`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached: float | None = Field(default=None, ge=0)
+
+    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+        """`input_tokens` includes the cached ones (as OpenAI's `prompt_tokens` does)."""
+        cached_rate = self.input if self.cached is None else self.cached
+        uncached = max(input_tokens - cached_tokens, 0)
+        return (uncached * self.input + cached_tokens * cached_rate + output_tokens * self.output) / 1e6
+
+
+class ModelsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: RoleConfig | None = None
+    user: RoleConfig | None = None
+    judge: RoleConfig | None = None
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    def role(self, name: str) -> RoleConfig:
+        if name not in ROLES:
+            raise ModelsConfigError(f"unknown role {name!r}; roles are {', '.join(ROLES)}")
+        cfg: RoleConfig | None = getattr(self, name)
+        if cfg is None:
+            raise ModelsConfigError(f"the models config has no {name!r} role")
+        return cfg
+
+    def price(self, model: str) -> Price | None:
+        return self.prices.get(model)
+
+    def cost(self, model: str, input_tokens: int, cached_tokens: int, output_tokens: int) -> float | None:
+        """Cost in USD, or None when the model has no price."""
+        p = self.price(model)
+        return None if p is None else p.cost(input_tokens, cached_tokens, output_tokens)
+
+    def public_dict(self) -> dict[str, Any]:
+        """Everything but the keys (for manifests and logs)."""
+        out: dict[str, Any] = {}
+        for r in ROLES:
+            cfg: RoleConfig | None = getattr(self, r)
+            if cfg is not None:
+                out[r] = cfg.public_dict()
+        out["prices"] = {m: p.model_dump() for m, p in sorted(self.prices.items())}
+        return out
+
+
+def parse_models_config(data: Any, source: str = "<config>") -> ModelsConfig:
+    if not isinstance(data, dict):
+        raise ModelsConfigError(f"{source}: expected a mapping at the top level")
+    data = dict(data)
+    defaults = data.pop("defaults", None) or {}
+    if not isinstance(defaults, dict):
+        raise ModelsConfigError(f"{source}: 'defaults' must be a mapping")
+    for r in ROLES:
+        if r in data and data[r] is not None:
+            if not isinstance(data[r], dict):
+                raise ModelsConfigError(f"{source}: role {r!r} must be a mapping")
+            own = data[r]
+            merged = {**defaults, **own}
+            # a role that names its own key source replaces the default one
+            if "api_key" in own and "api_key_env" not in own:
+                merged.pop("api_key_env", None)
+            if "api_key_env" in own and "api_key" not in own:
+                merged.pop("api_key", None)
+            data[r] = merged
+    try:
+        return ModelsConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ModelsConfigError(f"{source}: {problems}") from None
+
+
+def load_models_config(path: str | Path) -> ModelsConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ModelsConfigError(f"cannot read models config {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ModelsConfigError(f"{path}: invalid YAML: {exc}") from None
+    return parse_models_config(data, str(path))

@@ -1,0 +1,242 @@
+"""Sandbox start-up and teardown: how long one attempt waits for its containers.
+
+Starts and tears down N sandboxes (PostgreSQL + Typesense + one retail MCP
+server, seeded like a real attempt: the retail base rows plus the task's
+data_patch and its policy documents), first one after another, then N more at
+concurrency 4, and prints p50/p95 of
+
+* ready: `Sandbox.start()` wall time (network, containers, every service answering, seeded, indexed);
+* the phases inside it (`AttemptHandle.timings`): containers created+started,
+  PostgreSQL accepting connections, MCP server /healthz, Typesense /health, seeding, indexing;
+* teardown: `Sandbox.close()` wall time;
+
+and the ratio of p50 ready to a bare `docker run --rm debian:bookworm-slim true`
+measured in the same run, plus what dominates inside the server container
+(Python start + imports). Ends by checking that nothing with the run's label is
+left (exit 1 otherwise).
+
+Usage::
+
+    python benchmarks/sandbox_startup.py [-n 10] [--concurrency 4] [--no-typesense] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+from bench.attempt_state import sandbox_request
+from bench.dataset import default_root, load_benchmark
+from sandbox import labels as lbl
+from sandbox.docker_client import docker_client
+from sandbox.images import BASE_TAG
+from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
+from sandbox.sweeper import leftovers, sweep
+
+PHASES = (
+    "containers_started",
+    "postgres_ready",
+    "server-retail_ready",
+    "typesense_ready",
+    "booted",
+    "postgres_seeded",
+    "policies_indexed",
+    "prepared",
+)
+# What the MCP server container does before it can answer /healthz, minus the socket.
+SERVER_IMPORTS = (
+    "import time; t = time.perf_counter(); "
+    "import uvicorn; from servers.engine.app import DomainRuntime, build_app; "
+    "from servers.registry import load_domain; load_domain('retail'); "
+    "print(time.perf_counter() - t)"
+)
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    s = sorted(values)
+    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
+
+
+def one(template: SandboxRequest, run_id: str) -> dict[str, float]:
+    request = template.model_copy(update={"run_id": run_id, "attempt_id": lbl.new_id("att")})
+    sb = Sandbox(request)
+    t0 = time.perf_counter()
+    try:
+        handle = sb.start()
+        ready = time.perf_counter() - t0
+    finally:
+        t1 = time.perf_counter()
+        sb.close()
+        teardown = time.perf_counter() - t1
+    return {"ready": ready, "teardown": teardown, **handle.timings}
+
+
+def series(
+    template: SandboxRequest, run_id: str, n: int, concurrency: int
+) -> tuple[list[dict[str, float]], float]:
+    t0 = time.perf_counter()
+    if concurrency <= 1:
+        samples = [one(template, run_id) for _ in range(n)]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            samples = list(pool.map(lambda _: one(template, run_id), range(n)))
+    return samples, time.perf_counter() - t0
+
+
+def docker_run_true(n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(["docker", "run", "--rm", BASE_TAG, "true"], check=True, capture_output=True)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def server_import_seconds(image: str, n: int) -> list[float]:
+    """Python start + the server's imports inside its image (hardened like the sandbox's)."""
+    out = []
+    for _ in range(n):
+        proc = subprocess.run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--read-only",
+                "--cap-drop",
+                "ALL",
+                "--network",
+                "none",
+                "--entrypoint",
+                "python",
+                image,
+                "-c",
+                SERVER_IMPORTS,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        out.append(float(proc.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def summarize(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    keys = ["ready", *[k for k in PHASES if all(k in s for s in samples)], "teardown"]
+    return {
+        k: {"p50": statistics.median(s[k] for s in samples), "p95": pct([s[k] for s in samples], 95)}
+        for k in keys
+    }
+
+
+def machine_notes() -> dict[str, Any]:
+    info = docker_client().info()
+    load = os.getloadavg()
+    others = len(docker_client().containers.list(filters={"label": lbl.RUN})) if info else 0
+    return {
+        "cpus": os.cpu_count(),
+        "storage_driver": info.get("Driver"),
+        "docker": info.get("ServerVersion"),
+        "kernel": info.get("KernelVersion"),
+        "loadavg_at_start": [round(x, 2) for x in load],
+        "other_tbx_containers_at_start": others,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", type=int, default=10, help="sandboxes per series (default 10)")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--no-typesense", action="store_true", help="PostgreSQL + server only")
+    p.add_argument("--dataset", type=Path, default=None)
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = p.parse_args(argv)
+
+    notes = machine_notes()
+    typesense = not args.no_typesense
+    t = time.perf_counter()
+    images = resolve_images(typesense=typesense)
+    resolve_s = time.perf_counter() - t
+    bench = load_benchmark(args.dataset or default_root())
+    task = next(t for t in bench.tasks if t.domain == "retail" and bench.effective_init(t).sources)
+    template = sandbox_request(bench, task, typesense=typesense, images=images)
+    run_id = lbl.new_id("bench-sandbox")
+
+    bare = docker_run_true(5)
+    imports = server_import_seconds(images["servers"], 3)
+    one(template, run_id)  # warm-up (page cache, image layers), not counted
+    seq, seq_wall = series(template, run_id, args.n, 1)
+    conc, conc_wall = series(template, run_id, args.n, args.concurrency)
+    left = leftovers(run_id)
+    if left != ([], []):
+        sweep(run=run_id)
+
+    bare_p50 = statistics.median(bare)
+    result = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "typesense": typesense,
+        "task": task.id,
+        "images": images,
+        "machine": notes,
+        "resolve_images_s": resolve_s,
+        "docker_run_true_s": {"p50": bare_p50, "min": min(bare)},
+        "server_python_imports_s": {"p50": statistics.median(imports), "min": min(imports)},
+        "sequential": {**summarize(seq), "wall_s": seq_wall},
+        "concurrent": {**summarize(conc), "wall_s": conc_wall},
+        "ready_p50_over_docker_run_true": {
+            "sequential": statistics.median(s["ready"] for s in seq) / bare_p50,
+            "concurrent": statistics.median(s["ready"] for s in conc) / bare_p50,
+        },
+        "leaked": {"containers": left[0], "networks": left[1]},
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_report(result)
+    return 0 if left == ([], []) else 1
+
+
+def print_report(r: dict[str, Any]) -> None:
+    m = r["machine"]
+    print(
+        f"sandbox start-up: n={r['n']} per series, typesense={r['typesense']}, task {r['task']}\n"
+        f"machine: {m['cpus']} cpus, {m['storage_driver']}, docker {m['docker']}, "
+        f"load {m['loadavg_at_start']} -> {r['loadavg_at_end']}, "
+        f"{m['other_tbx_containers_at_start']} other tbx containers at start\n"
+        f"bare `docker run --rm {BASE_TAG} true`: p50 {r['docker_run_true_s']['p50']:.3f}s\n"
+        f"server container python start + imports: p50 {r['server_python_imports_s']['p50']:.3f}s\n"
+        f"resolve_images (content hashes, once per run): {r['resolve_images_s']:.3f}s"
+    )
+    for name in ("sequential", "concurrent"):
+        s = r[name]
+        label = "sequential" if name == "sequential" else f"concurrency {r['concurrency']}"
+        print(f"\n{label} (wall {s['wall_s']:.1f}s)        p50      p95")
+        for k, v in s.items():
+            if k != "wall_s":
+                print(f"  {k:<22} {v['p50']:7.3f}s {v['p95']:7.3f}s")
+    ratio = r["ready_p50_over_docker_run_true"]
+    print(
+        f"\nready p50 / docker-run-true p50: sequential {ratio['sequential']:.1f}x, "
+        f"concurrent {ratio['concurrent']:.1f}x"
+    )
+    leaked = r["leaked"]
+    print(f"leaked: {len(leaked['containers'])} containers, {len(leaked['networks'])} networks")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

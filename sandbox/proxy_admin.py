@@ -1,0 +1,165 @@
+"""The host-side admin API of a standalone proxy (`tbx proxy`): a second
+listener on 127.0.0.1, separate from the agent-facing MCP port, protected by
+an admin token printed at start (`Authorization: Bearer <admin token>`).
+
+    POST   /attempts                 {"attempt_id", "upstreams": {domain: url},
+                                      "allowed_tools": [..] | null, "overrides": {tool: text} | null,
+                                      "arg_overrides": {tool: {arg: text}} | null, "call_timeout": s | null}
+                                     -> 201 Registration {"attempt_id", "token", "url", "path_url", "tools"}
+    GET    /attempts                 -> {"attempts": [attempt ids]}
+    GET    /attempts/{token}/calls   -> {"calls": [ProxyCall]}
+    DELETE /attempts/{token}         -> {"calls": [ProxyCall]} (the attempt's token stops working)
+
+Errors answer {"error": "..."} with 400 (bad request), 401 (admin token),
+404 (unknown attempt token) or 502 (an upstream could not be reached).
+`AdminClient` is the matching Python client.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sandbox.proxy import ProxyCall, ProxyError, Registration
+
+if TYPE_CHECKING:
+    from sandbox.proxy import ProxyServer
+
+
+class RegisterRequest(BaseModel):
+    attempt_id: str = Field(min_length=1)
+    upstreams: dict[str, str] = Field(min_length=1)
+    allowed_tools: list[str] | None = None
+    overrides: dict[str, str] | None = None
+    arg_overrides: dict[str, dict[str, str]] | None = None
+    call_timeout: float | None = Field(default=None, gt=0)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
+    expected = f"Bearer {admin_token}".encode()
+
+    def authorized(request: Request) -> bool:
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, expected)
+
+    async def attempts(request: Request) -> Response:
+        if not authorized(request):
+            return _error(401, "missing or invalid admin token")
+        if request.method == "GET":
+            return JSONResponse({"attempts": proxy.attempts()})
+        try:
+            body = RegisterRequest.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return _error(400, f"bad registration: {exc}")
+        try:
+            reg = await proxy._register(
+                body.attempt_id,
+                body.upstreams,
+                body.allowed_tools,
+                body.overrides,
+                body.arg_overrides,
+                body.call_timeout,
+            )
+        except ProxyError as exc:
+            return _error(
+                502 if "cannot reach" in str(exc) or "did not answer" in str(exc) else 400, str(exc)
+            )
+        return JSONResponse(reg.model_dump(mode="json"), status_code=201)
+
+    async def calls(request: Request) -> Response:
+        if not authorized(request):
+            return _error(401, "missing or invalid admin token")
+        token = request.path_params["token"]
+        try:
+            recorded = proxy.calls(token)
+        except ProxyError:
+            return _error(404, "unknown attempt token")
+        return JSONResponse({"calls": [c.model_dump(mode="json") for c in recorded]})
+
+    async def attempt(request: Request) -> Response:
+        if not authorized(request):
+            return _error(401, "missing or invalid admin token")
+        try:
+            recorded = await proxy._unregister(request.path_params["token"])
+        except ProxyError:
+            return _error(404, "unknown attempt token")
+        return JSONResponse({"calls": [c.model_dump(mode="json") for c in recorded]})
+
+    return Starlette(
+        routes=[
+            Route("/attempts", attempts, methods=["GET", "POST"]),
+            Route("/attempts/{token}/calls", calls, methods=["GET"]),
+            Route("/attempts/{token}", attempt, methods=["DELETE"]),
+        ]
+    )
+
+
+class AdminClient:
+    """Registers attempts with a standalone proxy over its admin listener."""
+
+    def __init__(self, admin_url: str, admin_token: str, timeout: float = 30.0):
+        self._http = httpx.Client(
+            base_url=admin_url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=timeout
+        )
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _check(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            try:
+                message = response.json().get("error", response.text)
+            except ValueError:
+                message = response.text
+            raise ProxyError(f"proxy admin API: {response.status_code}: {message}")
+        return response.json()
+
+    def register(
+        self,
+        attempt_id: str,
+        upstreams: Mapping[str, str],
+        allowed_tools: Sequence[str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        arg_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        call_timeout: float | None = None,
+    ) -> Registration:
+        body = RegisterRequest(
+            attempt_id=attempt_id,
+            upstreams=dict(upstreams),
+            allowed_tools=list(allowed_tools) if allowed_tools is not None else None,
+            overrides=dict(overrides) if overrides else None,
+            arg_overrides={k: dict(v) for k, v in arg_overrides.items()} if arg_overrides else None,
+            call_timeout=call_timeout,
+        )
+        data = self._check(self._http.post("/attempts", content=body.model_dump_json()))
+        return Registration.model_validate(data)
+
+    def calls(self, token: str) -> list[ProxyCall]:
+        data = self._check(self._http.get(f"/attempts/{token}/calls"))
+        return [ProxyCall.model_validate(c) for c in data["calls"]]
+
+    def unregister(self, token: str) -> list[ProxyCall]:
+        data = self._check(self._http.delete(f"/attempts/{token}"))
+        return [ProxyCall.model_validate(c) for c in data["calls"]]
+
+    def attempts(self) -> list[str]:
+        return list(self._check(self._http.get("/attempts"))["attempts"])

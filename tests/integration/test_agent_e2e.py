@@ -1,0 +1,296 @@
+"""The agent loop end to end on a real retail sandbox (one for the whole module,
+reseeded between attempts): the real `openai` client against a local
+OpenAI-compatible test server that scripts a model playing a task's golden
+calls, and the built-in oracle / noop / chaos agents. The canonical state hash
+after each conversation is compared with the trace's golden and initial hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from bench.agent_loop import run_attempt_agent
+from bench.attempt_state import initial_state, sandbox_request
+from bench.dataset import Benchmark, Task, load_benchmark
+from bench.models_config import ModelsConfig, parse_models_config
+from bench.replay import dump_state
+from bench.user_sim import STOP_TOKEN
+from judge.canonical import state_hash
+from sandbox.labels import new_id
+from sandbox.sandbox import AttemptHandle, Sandbox
+from sandbox.sweeper import leftovers, sweep
+from servers.engine.seeding import copy_rows
+from servers.registry import load_domain
+
+pytestmark = pytest.mark.docker
+
+LLM_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"  # 8 golden calls, 3 writes
+ORACLE_TASKS = [
+    "sandbox_external_retail_group1.py:test_case_ST002_001",
+    "sandbox_external_retail_group1.py:test_case_ST003_004",
+    "sandbox_external_retail_group1.py:test_case_ST004_001",
+]
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def bench(dataset: Path) -> Benchmark:
+    return load_benchmark(dataset)
+
+
+@pytest.fixture(scope="module")
+def traces(dataset: Path) -> dict[str, dict[str, Any]]:
+    lines = (dataset / "traces" / "sandbox_external_retail.jsonl").read_text().splitlines()
+    return {t["task_id"]: t for t in map(json.loads, lines)}
+
+
+@pytest.fixture(scope="module")
+def box(bench: Benchmark, base_images: dict[str, str]) -> Iterator[AttemptHandle]:
+    run = new_id("run-it-agent")
+    request = sandbox_request(bench, bench.task(LLM_TASK), typesense=False, run_id=run)
+    try:
+        with Sandbox(request) as sb:
+            assert sb.handle is not None
+            yield sb.handle
+    finally:
+        left = leftovers(run)
+        sweep(run=run)
+        assert left == ([], []), f"sandbox teardown left {left}"
+
+
+def reseed(handle: AttemptHandle, bench: Benchmark, task: Task) -> str:
+    """Put the task's initial rows in the running sandbox; returns the state hash."""
+    domain = load_domain("retail")
+    rows = initial_state(bench, task)
+    with psycopg.connect(handle.pg.admin_dsn("retail"), autocommit=True) as conn, conn.transaction():
+        names = sql.SQL(", ").join(sql.Identifier(t.name) for t in domain.tables)
+        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(names))
+        for spec in domain.tables:
+            copy_rows(conn, spec, rows.get(spec.name, []))
+    return current_hash(handle)
+
+
+def current_hash(handle: AttemptHandle) -> str:
+    return state_hash(dump_state(handle, "retail"))
+
+
+class FakeModels:
+    """A tiny OpenAI-compatible chat-completions server on 127.0.0.1 (ephemeral port)
+    answering each model from its own list of scripted assistant messages."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, list[dict[str, Any]]] = {}
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                script = outer.scripts.get(body.get("model"), [])
+                if not self.path.endswith("/chat/completions") or not script:
+                    self._send(404, {"error": {"message": f"nothing scripted for {body.get('model')}"}})
+                    return
+                msg = script.pop(0)
+                self._send(
+                    200,
+                    {
+                        "id": f"cmpl-{len(outer.requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": msg,
+                                "finish_reason": "tool_calls" if msg.get("tool_calls") else "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 1000,
+                            "completion_tokens": 20,
+                            "total_tokens": 1020,
+                            "prompt_tokens_details": {"cached_tokens": 400},
+                        },
+                    },
+                )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def config(self) -> ModelsConfig:
+        return parse_models_config(
+            {
+                "defaults": {"base_url": self.base_url, "api_key": "test-key", "max_retries": 0},
+                "agent": {"model": "agent-m", "seed": 100},
+                "user": {"model": "user-m"},
+                "prices": {"agent-m": {"input": 1.0, "cached": 0.1, "output": 4.0}},
+            }
+        )
+
+
+@pytest.fixture
+def models() -> Iterator[FakeModels]:
+    fake = FakeModels()
+    yield fake
+    fake.close()
+
+
+def tool_call_msgs(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(args)},
+                }
+            ],
+        }
+        for i, (tool, args) in enumerate(calls)
+    ]
+
+
+def golden(bench: Benchmark, task: Task) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (c.tool, dict(c.parameters)) for c in bench.effective_init(task).golden_tool_interactions if c.tool
+    ]
+
+
+# ---------------------------------------------------------------- tests
+
+
+async def test_llm_agent_playing_the_golden_calls_reaches_the_golden_hash(
+    bench: Benchmark, traces: dict[str, dict[str, Any]], box: AttemptHandle, models: FakeModels
+) -> None:
+    task = bench.task(LLM_TASK)
+    trace = traces[LLM_TASK]
+    assert reseed(box, bench, task) == trace["initial_state_hash"]
+    calls = golden(bench, task)
+    models.scripts["agent-m"] = [
+        *tool_call_msgs(calls),
+        {"role": "assistant", "content": "Your refund is on its way. Is there anything else?"},
+    ]
+    models.scripts["user-m"] = [
+        {"role": "assistant", "content": f"No, that's everything, thanks. {STOP_TOKEN}"}
+    ]
+    config = models.config()
+
+    traj = await run_attempt_agent("think", task, bench, box.servers["retail"], None, config=config, seed=2)
+
+    assert traj.finish_reason == "user_done"
+    assert current_hash(box) == trace["golden_state_hash"]
+    assert [(c.tool, c.arguments) for c in traj.tool_calls] == calls
+    # the agent saw exactly what the reference servers answered
+    assert [c.result for c in traj.tool_calls] == [c["result"] for c in trace["calls"]]
+    assert [t.source for t in traj.user_turns] == ["query", "llm"]
+
+    agent_reqs = [r for r in models.requests if r["model"] == "agent-m"]
+    assert len(agent_reqs) == len(calls) + 1
+    first = agent_reqs[0]
+    prompt = bench.agents["think"]
+    assert first["messages"][0] == {"role": "system", "content": prompt.system_instructions}
+    assert first["messages"][1] == {"role": "system", "content": bench.scenario_of(task).bot_instructions}
+    assert first["messages"][2] == {"role": "user", "content": task.query}
+    assert first["seed"] == 102 and first["parallel_tool_calls"] is False
+    offered = {t["function"]["name"] for t in first["tools"]}
+    assert {t for t, _ in calls} <= offered and "InjectionAttackInToolResponse" in offered
+    user_req = next(r for r in models.requests if r["model"] == "user-m")
+    assert task.user_context is not None and task.user_context.strip() in user_req["messages"][1]["content"]
+
+    assert traj.usage["agent"].calls == len(calls) + 1 and traj.usage["user"].calls == 1
+    per_call = (600 * 1.0 + 400 * 0.1 + 20 * 4.0) / 1e6
+    assert traj.cost_usd["agent"] == pytest.approx(per_call * (len(calls) + 1))
+    assert traj.cost_usd["user"] is None  # no price for user-m
+
+
+async def test_scripted_wrong_calls_miss_the_golden_hash(
+    bench: Benchmark, traces: dict[str, dict[str, Any]], box: AttemptHandle, models: FakeModels
+) -> None:
+    task = bench.task(LLM_TASK)
+    trace = traces[LLM_TASK]
+    reseed(box, bench, task)
+    calls = golden(bench, task)
+    refund = next(i for i, (tool, _) in enumerate(calls) if tool == "create_refund")
+    wrong = [*calls[:refund], *calls[refund + 1 :]]  # the refund is never made
+    models.scripts["agent-m"] = [*tool_call_msgs(wrong), {"role": "assistant", "content": "Done. <DONE>"}]
+
+    traj = await run_attempt_agent("think", task, bench, box.servers["retail"], None, config=models.config())
+
+    assert traj.finish_reason == "done" and traj.final_message == "Done."
+    assert len(traj.tool_calls) == len(calls) - 1
+    final = current_hash(box)
+    assert final != trace["golden_state_hash"] and final != trace["initial_state_hash"]
+
+
+async def test_oracle_reaches_the_golden_hash(
+    bench: Benchmark, traces: dict[str, dict[str, Any]], box: AttemptHandle
+) -> None:
+    for task_id in ORACLE_TASKS:
+        task = bench.task(task_id)
+        trace = traces[task_id]
+        assert reseed(box, bench, task) == trace["initial_state_hash"]
+        traj = await run_attempt_agent("oracle", task, bench, box.servers["retail"], None)
+        assert traj.finish_reason == "done" and traj.done_by == "text", task_id
+        assert [c.result for c in traj.tool_calls] == [c["result"] for c in trace["calls"]], task_id
+        assert current_hash(box) == trace["golden_state_hash"], task_id
+        assert traj.usage == {}
+
+
+async def test_noop_leaves_the_initial_state(
+    bench: Benchmark, traces: dict[str, dict[str, Any]], box: AttemptHandle
+) -> None:
+    task = bench.task(ORACLE_TASKS[1])
+    initial = reseed(box, bench, task)
+    traj = await run_attempt_agent("noop", task, bench, box.servers["retail"], None)
+    assert traj.finish_reason == "done" and traj.tool_calls == [] and traj.agent_turns == 1
+    assert current_hash(box) == initial == traces[task.id]["initial_state_hash"]
+
+
+async def test_chaos_is_reproducible_on_a_real_server(bench: Benchmark, box: AttemptHandle) -> None:
+    task = bench.task(LLM_TASK)
+    runs = []
+    for _ in range(2):
+        reseed(box, bench, task)
+        traj = await run_attempt_agent("chaos:0.5", task, bench, box.servers["retail"], None, seed=11)
+        runs.append(
+            (
+                traj.metadata["chaos"],
+                [(c.tool, c.arguments, c.result) for c in traj.tool_calls],
+                current_hash(box),
+            )
+        )
+    assert runs[0] == runs[1]
+    assert runs[0][0]["perturbations"], "seed 11 at rate 0.5 perturbed nothing"

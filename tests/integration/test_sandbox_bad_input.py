@@ -1,0 +1,91 @@
+"""Bad input gets a clear error and leaves nothing running: no Docker daemon, a
+missing image, seed rows the database would silently lose."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sandbox.images
+from sandbox.errors import ImageMissingError, SeedError
+from sandbox.sandbox import Sandbox, SandboxRequest, check_seed
+from sandbox.sweeper import leftovers
+
+pytestmark = pytest.mark.docker
+
+ORDERS = "external_retail_toolset_oms_models_orders"  # its model forbids extra fields
+
+
+def test_unreachable_docker_daemon_exits_2_naming_the_daemon(
+    retail_seed_file: Path, spawn: Any, tbx: str
+) -> None:
+    # A subprocess: sandbox.docker_client.docker_client is functools.cache'd in this one.
+    proc = spawn(
+        [tbx, "up", "--pg-seed", str(retail_seed_file), "--no-typesense"], DOCKER_HOST="unix:///nonexistent"
+    )
+    assert proc.finish(60) == 2, proc.err
+    err = proc.err
+    assert "Traceback" not in err
+    assert err.startswith("tbx: cannot reach the Docker daemon")
+    assert "DOCKER_HOST" in err and "then retry" in err
+
+
+@pytest.mark.parametrize("missing", ["postgres", "servers", "typesense"])
+def test_missing_image_names_the_build_command(
+    monkeypatch: pytest.MonkeyPatch, base_images: Any, retail_rows: Any, run_id: str, missing: str
+) -> None:
+    real = sandbox.images.image_tag
+
+    def image_tag(name: str) -> str:
+        return f"tbx/{name}:0000000000000000" if name == missing else real(name)
+
+    monkeypatch.setattr(sandbox.images, "image_tag", image_tag)
+    request = SandboxRequest(domains=["retail"], seed={"retail": retail_rows}, typesense=True, run_id=run_id)
+    with pytest.raises(ImageMissingError) as err:
+        Sandbox(request).start()
+    message = str(err.value)
+    assert f"tbx/{missing}:0000000000000000" in message
+    assert "make images" in message and f"tbx images build {missing}" in message
+    assert leftovers(run_id) == ([], [])
+
+
+def _start_fails(request: SandboxRequest) -> str:
+    with pytest.raises(SeedError) as err, Sandbox(request):
+        pass
+    assert leftovers(request.run_id) == ([], [])
+    return str(err.value)
+
+
+def test_unknown_column_in_a_strict_table_is_rejected(
+    base_images: Any, retail_rows: Any, run_id: str
+) -> None:
+    rows = copy.deepcopy(retail_rows)
+    rows[ORDERS][1]["loyalty_hint"] = "x"
+    message = _start_fails(
+        SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id)
+    )
+    assert ORDERS in message and "loyalty_hint" in message and "row 1" in message
+
+
+def test_unknown_column_in_a_lenient_table_is_not_an_error(retail_rows: Any, run_id: str) -> None:
+    """Zendesk tables ignore extra fields (as the reference's models do)."""
+    rows = copy.deepcopy(retail_rows)
+    rows["zendesk_tickets"][0]["loyalty_hint"] = "x"
+    check_seed(SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id))
+
+
+def test_unknown_table_or_domain_in_the_seed_is_rejected(
+    base_images: Any, retail_rows: Any, run_id: str
+) -> None:
+    rows = {**retail_rows, "orders": retail_rows[ORDERS]}
+    message = _start_fails(
+        SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id)
+    )
+    assert "unknown tables: orders" in message
+    message = _start_fails(
+        SandboxRequest(domains=["retail"], seed={"travel": {}}, typesense=False, run_id=run_id)
+    )
+    assert "'travel'" in message

@@ -1,0 +1,472 @@
+"""bench.agent_loop against a small real MCP server on 127.0.0.1 (no Docker):
+tool schema conversion, finish reasons, call recording, headers, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp.server.lowlevel.server import Server
+from mcp.server.transport_security import TransportSecuritySettings
+
+from bench.agent_loop import (
+    LoopSpec,
+    McpEndpointError,
+    apply_overrides,
+    mcp_tool_to_openai,
+    parse_arguments,
+    run_loop,
+)
+from bench.agents import AgentStep, LLMAgent, PlanAgent, ScriptedUser
+from bench.dataset import ScenarioTool
+from bench.llm import LLMClient, ModelEndpointError, ToolCallRequest, UsageLedger
+from bench.models_config import RoleConfig
+from bench.trajectory import UserTurn
+from bench.user_sim import STOP_TOKEN, LLMUser
+
+SET_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {"key": {"type": "string", "description": "which"}, "value": {}},
+    "required": ["key", "value"],
+    "additionalProperties": False,
+}
+
+
+class FakeMcp:
+    """A key-value MCP server: get_value (read), set_value (write), slow (sleeps)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.headers: list[dict[str, str]] = []
+        self.store: dict[str, Any] = {}
+        tools = [
+            types.Tool(
+                name="get_value",
+                description="Read a value.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"key": {"type": "string"}},
+                    "required": ["key"],
+                },
+            ),
+            types.Tool(name="set_value", description="Write a value.", input_schema=SET_SCHEMA),
+            types.Tool(name="slow", description=None, input_schema={"type": "object"}),
+        ]
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=tools)
+
+        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            args = dict(params.arguments or {})
+            self.calls.append((params.name, args))
+            error = False
+            if params.name == "get_value":
+                text = json.dumps({"value": self.store.get(str(args.get("key")))})
+            elif params.name == "set_value":
+                if set(args) != {"key", "value"}:
+                    text = json.dumps({"error": "Input validation failed", "tool": "set_value"})
+                else:
+                    self.store[args["key"]] = args["value"]
+                    text = json.dumps({"ok": True})
+            elif params.name == "slow":
+                await anyio.sleep(float(args.get("seconds", 1)))
+                text = "slept"
+            else:
+                text, error = f"Unknown tool: '{params.name}'", True
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+        server = Server("fake", version="t", on_list_tools=list_tools, on_call_tool=call_tool)
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+
+        async def recording(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+            await app(scope, receive, send)
+
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                recording, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=1
+            )
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
+
+    def start(self) -> FakeMcp:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "fake MCP server did not start"
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.headers.clear()
+        self.store.clear()
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[FakeMcp]:
+    srv = FakeMcp().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def fake(mcp_server: FakeMcp) -> FakeMcp:
+    mcp_server.reset()
+    return mcp_server
+
+
+def spec(**kw: Any) -> LoopSpec:
+    return LoopSpec(task_id="t:1", agent="test", query="please help", **kw)
+
+
+class Steps:
+    """An agent policy answering from a list of AgentStep (then nothing)."""
+
+    def __init__(self, steps: Sequence[AgentStep]):
+        self.steps = list(steps)
+        self.seen: list[list[dict[str, Any]]] = []
+        self.tools: Sequence[dict[str, Any]] = []
+
+    async def step(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> AgentStep:
+        self.seen.append(list(messages))
+        self.tools = tools
+        return self.steps.pop(0) if self.steps else AgentStep(content="still here?")
+
+
+def say(text: str) -> AgentStep:
+    return AgentStep(content=text)
+
+
+def call(name: str, args: dict[str, Any] | str, cid: str = "") -> AgentStep:
+    raw = args if isinstance(args, str) else json.dumps(args)
+    return AgentStep(tool_calls=[ToolCallRequest(id=cid or f"id-{name}", name=name, arguments=raw)])
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def test_mcp_tool_schema_becomes_an_openai_function() -> None:
+    tool = types.Tool(name="set_value", description="Write a value.", input_schema=SET_SCHEMA)
+    out = mcp_tool_to_openai(tool)
+    assert out["type"] == "function"
+    fn = out["function"]
+    assert fn["name"] == "set_value" and fn["description"] == "Write a value."
+    assert fn["parameters"] == {k: v for k, v in SET_SCHEMA.items() if k != "$schema"}
+    assert "$schema" in SET_SCHEMA  # the input is not mutated
+    bare = mcp_tool_to_openai({"name": "ping", "input_schema": {}})
+    assert bare["function"] == {
+        "name": "ping",
+        "description": "",
+        "parameters": {"type": "object", "properties": {}},
+    }
+    builtin = mcp_tool_to_openai(
+        {
+            "name": "Alert",
+            "description": "d",
+            "is_end_turn": True,
+            "input_schema": {"type": "object", "properties": {"r": {"type": "string"}}},
+        }
+    )
+    assert builtin["function"]["parameters"]["properties"] == {"r": {"type": "string"}}
+
+
+def test_scenario_overrides_apply_to_descriptions() -> None:
+    tools = [mcp_tool_to_openai(types.Tool(name="set_value", description="orig", input_schema=SET_SCHEMA))]
+    over = ScenarioTool(
+        name="set_value", override_description="new", override_arg_description={"key": "k!", "nope": "x"}
+    )
+    fn = apply_overrides(tools, [over])[0]["function"]
+    assert fn["description"] == "new" and fn["parameters"]["properties"]["key"]["description"] == "k!"
+    assert "nope" not in fn["parameters"]["properties"]
+
+
+def test_parse_arguments() -> None:
+    assert parse_arguments('{"a": 1}') == ({"a": 1}, None)
+    assert parse_arguments("") == ({}, None) and parse_arguments(None) == ({}, None)
+    args, err = parse_arguments('{"a": ')
+    assert args is None and err is not None and "not valid JSON" in err
+    args, err = parse_arguments("[1]")
+    assert args is None and err is not None and "JSON object" in err
+
+
+# ---------------------------------------------------------------- finish reasons
+
+
+async def test_done_by_text_records_every_call_in_order(fake: FakeMcp) -> None:
+    agent = Steps(
+        [
+            call("set_value", {"key": "a", "value": 1}),
+            call("get_value", {"key": "a"}),
+            call("set_value", {"key": "b", "value": 2, "extra": True}),
+            call("set_value", '{"key": '),
+            call("no_such_tool", {}),
+            say("All set. <DONE>"),
+        ]
+    )
+    traj = await run_loop(spec(system_prompts=[("agent:x", "SYS")]), agent, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "done" and traj.done_by == "text"
+    assert traj.final_message == "All set."
+    assert [(c.tool, c.arguments) for c in traj.tool_calls] == [
+        ("set_value", {"key": "a", "value": 1}),
+        ("get_value", {"key": "a"}),
+        ("set_value", {"key": "b", "value": 2, "extra": True}),
+        ("set_value", None),
+        ("no_such_tool", {}),
+    ]
+    # what the server saw: everything but the unparseable call
+    assert fake.calls == [(c.tool, c.arguments) for c in traj.tool_calls if c.via_mcp]
+    c = traj.tool_calls
+    assert c[1].result == '{"value": 1}' and not c[1].is_error and not c[1].error_envelope
+    assert c[2].error_envelope and not c[2].is_error
+    assert not c[3].via_mcp and c[3].is_error and c[3].arguments_raw == '{"key": '
+    assert c[4].is_error and "Unknown tool" in c[4].result
+    assert all(x.latency_ms > 0 for x in c if x.via_mcp)
+    assert traj.agent_turns == 6
+    assert traj.tools_offered == ["get_value", "set_value", "slow"]
+    # the agent saw the system prompt, the query, and each tool result paired with its call id
+    last = agent.seen[-1]
+    assert last[0] == {"role": "system", "content": "SYS"} and last[1] == {
+        "role": "user",
+        "content": "please help",
+    }
+    tool_msgs = [m for m in last if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == [
+        "id-set_value",
+        "id-get_value",
+        "id-set_value",
+        "id-set_value",
+        "id-no_such_tool",
+    ]
+    assert tool_msgs[3]["content"].startswith("Error: tool arguments are not valid JSON")
+    assert [m.role for m in traj.messages][:3] == ["user", "assistant", "tool"]
+    assert traj.system_prompts[0].source == "agent:x" and traj.system_prompts[0].chars == 3
+
+
+async def test_user_done_after_scripted_reply(fake: FakeMcp) -> None:
+    agent = Steps(
+        [say("Which key?"), call("set_value", {"key": "k", "value": "v"}), say("Done, anything else?")]
+    )
+    traj = await run_loop(spec(), agent, ScriptedUser(["the key is k"]), fake.url)
+    assert traj.finish_reason == "user_done"
+    assert [(t.source, t.text, t.done) for t in traj.user_turns] == [
+        ("query", "please help", False),
+        ("scripted", "the key is k", False),
+        ("scripted", "Thanks, that's all.", True),
+    ]
+    assert traj.final_message == "Done, anything else?"
+    assert fake.store == {"k": "v"}
+
+
+async def test_agent_limit_stops_a_tool_loop(fake: FakeMcp) -> None:
+    agent = Steps([call("get_value", {"key": "a"})] * 10)
+    traj = await run_loop(spec(max_agent_turns=3), agent, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "agent_limit"
+    assert traj.agent_turns == 3 and len(fake.calls) == 3
+
+
+async def test_user_limit(fake: FakeMcp) -> None:
+    agent = Steps([say(f"question {i}?") for i in range(10)])
+    traj = await run_loop(spec(max_user_turns=2), agent, ScriptedUser(["a", "b", "c", "d"]), fake.url)
+    assert traj.finish_reason == "user_limit"
+    assert [t.text for t in traj.user_turns] == ["please help", "a", "b"]
+    assert traj.agent_turns == 3
+
+
+async def test_wall_clock_timeout_keeps_the_interrupted_call(fake: FakeMcp) -> None:
+    agent = Steps([call("set_value", {"key": "a", "value": 1}), call("slow", {"seconds": 5})])
+    t = time.monotonic()
+    traj = await run_loop(spec(wall_clock=1.0), agent, ScriptedUser(), fake.url)
+    assert time.monotonic() - t < 4
+    assert traj.finish_reason == "timeout"
+    assert [c.tool for c in traj.tool_calls] == ["set_value", "slow"]
+    assert traj.tool_calls[1].is_error and "interrupted" in traj.tool_calls[1].result
+    assert traj.timings["total"] >= 1.0
+
+
+async def test_empty_completion_is_an_agent_error(fake: FakeMcp) -> None:
+    traj = await run_loop(spec(), Steps([AgentStep(content="  ")]), ScriptedUser(), fake.url)
+    assert traj.finish_reason == "agent_error" and traj.error is not None and "empty" in traj.error
+
+
+async def test_end_turn_tool_ends_the_step_without_running_the_rest(fake: FakeMcp) -> None:
+    alert = {
+        "name": "Alert",
+        "description": "raise the alarm",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    step = AgentStep(
+        tool_calls=[
+            ToolCallRequest(id="1", name="set_value", arguments='{"key": "x", "value": 1}'),
+            ToolCallRequest(id="2", name="Alert", arguments='{"reason": "injection"}'),
+        ]
+    )
+    agent = Steps([step])
+    traj = await run_loop(
+        spec(builtin_tools=[mcp_tool_to_openai(alert)], end_turn_tools={"Alert"}),
+        agent,
+        ScriptedUser(),
+        fake.url,
+    )
+    assert traj.finish_reason == "done" and traj.done_by == "Alert"
+    assert fake.calls == []
+    assert [(c.tool, c.via_mcp, c.builtin, c.is_error) for c in traj.tool_calls] == [
+        ("set_value", False, False, True),
+        ("Alert", False, True, False),
+    ]
+    assert "Alert" in [t["function"]["name"] for t in agent.tools]
+
+
+async def test_headers_reach_the_endpoint(fake: FakeMcp) -> None:
+    traj = await run_loop(
+        spec(),
+        PlanAgent([("get_value", {"key": "z"})]),
+        ScriptedUser(),
+        fake.url,
+        {"Authorization": "Bearer tok-123"},
+    )
+    assert traj.finish_reason == "done"
+    assert fake.headers and all(h.get("authorization") == "Bearer tok-123" for h in fake.headers)
+
+
+async def test_unreachable_mcp_endpoint_is_a_system_error() -> None:
+    with pytest.raises(McpEndpointError) as err:
+        await run_loop(spec(), PlanAgent([]), ScriptedUser(), "http://127.0.0.1:9/mcp")
+    assert "cannot open an MCP session" in str(err.value)
+    assert err.value.trajectory is not None and err.value.trajectory.tool_calls == []
+
+
+# ---------------------------------------------------------------- model-backed agent and user
+
+
+class ModelScript:
+    """Scripted chat completions for two models: 'agent-m' and 'user-m'."""
+
+    def __init__(self, agent: list[dict[str, Any]], user: list[str]):
+        self.agent = list(agent)
+        self.user = list(user)
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        self.requests.append(body)
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        if body["model"] == "agent-m":
+            msg = self.agent.pop(0)
+        else:
+            msg = {"role": "assistant", "content": self.user.pop(0)}
+            usage = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
+        return httpx2.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": msg}],
+                "usage": usage,
+            },
+        )
+
+
+def _client(script: ModelScript, model: str, role: str) -> LLMClient:
+    cfg = RoleConfig(base_url="http://model.test/v1", model=model, api_key="k")
+    return LLMClient(cfg, role=role, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(script)))
+
+
+async def test_llm_agent_and_simulated_user(fake: FakeMcp) -> None:
+    tool_call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "set_value", "arguments": '{"key": "a", "value": 5}'},
+            }
+        ],
+    }
+    script = ModelScript(
+        agent=[
+            {"role": "assistant", "content": "What value?"},
+            tool_call,
+            {"role": "assistant", "content": "Saved. Anything else?"},
+        ],
+        user=["User: 5 please", f"No, that's it. {STOP_TOKEN}"],
+    )
+    ledger = UsageLedger()
+    agent = LLMAgent(_client(script, "agent-m", "agent"), parallel_tool_calls=False, ledger=ledger)
+    user = LLMUser(_client(script, "user-m", "user"), "You want key a set to 5.", ledger=ledger)
+    traj = await run_loop(
+        spec(system_prompts=[("agent:x", "be useful")]), agent, user, fake.url, ledger=ledger
+    )
+
+    assert traj.finish_reason == "user_done"
+    assert fake.store == {"a": 5}
+    assert [(t.source, t.text, t.done) for t in traj.user_turns] == [
+        ("query", "please help", False),
+        ("llm", "5 please", False),
+        ("llm", "No, that's it.", True),
+    ]
+    assert traj.user_turns[2].raw == f"No, that's it. {STOP_TOKEN}"
+    assert traj.usage["agent"].calls == 3 and traj.usage["agent"].input_tokens == 300
+    assert traj.usage["user"].calls == 2 and traj.usage["user"].output_tokens == 10
+    # agent requests carry the tools and the exact conversation; the user model sees the private context
+    agent_reqs = [r for r in script.requests if r["model"] == "agent-m"]
+    assert agent_reqs[0]["parallel_tool_calls"] is False
+    assert {t["function"]["name"] for t in agent_reqs[0]["tools"]} == {"get_value", "set_value", "slow"}
+    assert agent_reqs[2]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "name": "set_value",
+        "content": '{"ok": true}',
+    }
+    user_req = next(r for r in script.requests if r["model"] == "user-m")
+    assert "You want key a set to 5." in user_req["messages"][1]["content"]
+    assert "What value?" in user_req["messages"][1]["content"]
+    assert traj.user_turns[1].prompt == user_req["messages"]
+
+
+async def test_model_endpoint_error_carries_the_partial_trajectory(fake: FakeMcp) -> None:
+    class Down:
+        async def step(self, messages: Any, tools: Any) -> AgentStep:
+            if len(messages) > 2:
+                raise ModelEndpointError("down", role="agent", model="m", base_url="u", attempts=3)
+            return call("get_value", {"key": "q"})
+
+    with pytest.raises(ModelEndpointError) as err:
+        await run_loop(spec(), Down(), ScriptedUser(), fake.url)
+    traj = err.value.trajectory
+    assert traj is not None and [c.tool for c in traj.tool_calls] == ["get_value"]
+    assert traj.error is not None and "system error" in traj.error
+
+
+async def test_scripted_user_replays_a_trajectory(fake: FakeMcp) -> None:
+    agent = Steps([say("a?"), say("b?"), say("c?")])
+    first = await run_loop(spec(), agent, ScriptedUser(["one", "two"], closing="bye"), fake.url)
+    assert first.finish_reason == "user_done"
+    replay = ScriptedUser.from_trajectory(first)
+    got = [await replay.reply([], index=i) for i in (1, 2, 3)]
+    assert [(t.text, t.done) for t in got] == [("one", False), ("two", False), ("bye", True)]
+    assert isinstance(got[0], UserTurn)

@@ -1,0 +1,184 @@
+"""`tbx judge regrade` over a synthetic results directory: verdicts are
+recomputed from recorded states and trajectories (golden states from a
+pre-filled cache, no sandbox, no agent), records rewritten, summary printed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bench.golden as golden_mod
+import bench.regrade as regrade_mod
+from bench.attempt_state import initial_state
+from bench.cli import main
+from bench.dataset import Benchmark, load_benchmark
+from bench.golden import GoldenStore
+from judge.canonical import State, canonical_state, state_hash
+from judge.records import (
+    AttemptRecord,
+    GoldenState,
+    RubricAnswer,
+    ToolCallView,
+    read_attempt,
+    write_attempt,
+    write_state,
+)
+from servers.registry import load_domain
+
+STATE_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"
+RUBRIC_TASK = "external_booking_v1_group1_rubrics_yesno.py:test_bmd_004"
+IMAGE = "sha256:regrade-test"
+
+
+def fill_cache(bench: Benchmark, dataset: Path, cache: Path, task_id: str) -> GoldenState:
+    task = bench.task(task_id)
+    store = GoldenStore(bench, cache, image_id=IMAGE)
+    initial: State = canonical_state(load_domain(task.domain).tables, initial_state(bench, task))
+    gz = dataset / "traces/canonical_states" / (task_id.replace(":", "__") + ".json.gz")
+    final: State = json.loads(gzip.decompress(gz.read_bytes()))
+    golden = GoldenState(
+        task_id=task_id,
+        key=store.key(task),
+        initial_state=initial,
+        final_state=final,
+        initial_hash=state_hash(initial),
+        golden_hash=state_hash(final),
+    )
+    store.save(golden)
+    return golden
+
+
+def test_regrade_results_dir(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = load_benchmark(dataset, strict=False)
+    cache = tmp_path / "cache"
+    g = fill_cache(bench, dataset, cache, STATE_TASK)
+    gr = fill_cache(bench, dataset, cache, RUBRIC_TASK)
+    monkeypatch.setattr(golden_mod, "servers_image_id", lambda: IMAGE)
+
+    results = tmp_path / "results"
+    attempts = results / "attempts"
+    rubrics = bench.effective_init(bench.task(RUBRIC_TASK)).rubrics_yesno
+    assert len(rubrics) == 2
+    stale_pass = {
+        "task_id": STATE_TASK,
+        "passed": True,
+        "strict": True,
+        "terminal_hash": "x",
+        "golden_hash": "x",
+        "initial_hash": "x",
+    }
+    bad_call = ToolCallView.from_reply(
+        "create_refund", {"amount": -1}, '{"error": "Tool execution failed: no"}', False
+    )
+    write_state(attempts / "states/a2.initial.json.gz", g.initial_state)
+    write_state(attempts / "states/a2.terminal.json.gz", g.initial_state)
+    records: dict[str, dict[str, Any]] = {
+        # passes: ends in the golden state
+        "a1": {"task_id": STATE_TASK, "initial_state": g.initial_state, "terminal_state": g.final_state},
+        # recorded as a pass, but nothing changed: states in files; an invalid call never retried
+        "a2": {
+            "task_id": STATE_TASK,
+            "initial_state_path": "states/a2.initial.json.gz",
+            "terminal_state_path": "states/a2.terminal.json.gz",
+            "trajectory": [bad_call.model_dump()],
+            "verdict": stale_pass,
+            "model": "runner-field-kept",
+        },
+        # a system error: skipped
+        "a3": {"task_id": STATE_TASK, "system_error": "container failed"},
+        # rubric task: state right, one rubric answered no
+        "a4": {
+            "task_id": RUBRIC_TASK,
+            "terminal_state": gr.final_state,
+            "final_message": "done",
+            "rubric_answers": [
+                RubricAnswer(question=rubrics[0], answer="yes").model_dump(),
+                RubricAnswer(question=rubrics[1], answer="no", reason="r").model_dump(),
+            ],
+        },
+        # rubric task without answers and no judge: an error, not a verdict
+        "a6": {"task_id": RUBRIC_TASK, "terminal_state": gr.final_state, "final_message": "done"},
+    }
+    for name, rec in records.items():
+        write_attempt(attempts / f"{name}.json", AttemptRecord.model_validate({"attempt_id": name, **rec}))
+    # a5 lives elsewhere and is found through results.jsonl
+    write_attempt(
+        results / "elsewhere/a5.json",
+        AttemptRecord(attempt_id="a5", task_id=STATE_TASK, terminal_state=g.final_state),
+    )
+    rows = [
+        {
+            "attempt_file": "elsewhere/a5.json",
+            "task_id": STATE_TASK,
+            "passed": False,
+            "signature": "tool_use",
+        },
+        {
+            "attempt_file": "attempts/a2.json",
+            "task_id": STATE_TASK,
+            "passed": True,
+            "signature": None,
+            "other": 1,
+        },
+    ]
+    (results / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    code = main(
+        [
+            "judge",
+            "regrade",
+            str(results),
+            "--dataset",
+            str(dataset),
+            "--golden-cache",
+            str(cache),
+            "--no-replay",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1, out  # a6 could not be regraded
+    assert "regraded 4/6 attempts: 2 passed" in out
+    assert "skipped 1 attempts with system errors" in out
+    assert "failure signatures: rubric_failed 1, tool_use 1" in out
+    assert "a2.json (sandbox_external_retail_group1.py:test_case_ST002_003): pass -> fail" in out
+    assert "a6.json: RegradeError" in out and "no usable rubric answers" in out
+
+    a1 = read_attempt(attempts / "a1.json")
+    assert a1.verdict is not None and a1.verdict.passed and a1.verdict.strict
+    a2 = read_attempt(attempts / "a2.json")
+    assert a2.verdict is not None and not a2.verdict.passed and a2.verdict.signature == "tool_use"
+    assert a2.verdict.differences and all(d.kind == "missing_effect" for d in a2.verdict.differences)
+    assert a2.model_extra == {"model": "runner-field-kept"}
+    assert read_attempt(attempts / "a3.json").verdict is None
+    a4 = read_attempt(attempts / "a4.json")
+    assert a4.verdict is not None and a4.verdict.strict and not a4.verdict.passed
+    assert a4.verdict.signature == "rubric_failed" and a4.verdict.rubrics_passed is False
+    a5 = read_attempt(results / "elsewhere/a5.json")
+    assert a5.verdict is not None and a5.verdict.passed
+    new_rows = [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines()]
+    assert new_rows[0] == {**rows[0], "passed": True, "signature": None}
+    assert new_rows[1] == {**rows[1], "passed": False, "signature": "tool_use"}
+
+    # Regrading again changes nothing; --dry-run writes nothing.
+    monkeypatch.setattr(regrade_mod, "load_benchmark", lambda *a, **kw: bench)  # already loaded once above
+    before = (attempts / "a2.json").read_bytes()
+    code = main(
+        ["judge", "regrade", str(results), "--dataset", str(dataset), "--golden-cache", str(cache), "--no-replay",
+         "--dry-run", "--json"]
+    )  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert (
+        code == 1 and summary["regraded"] == 4 and summary["changed"] == [] and summary["golden_replays"] == 0
+    )
+    assert (attempts / "a2.json").read_bytes() == before
+
+
+def test_missing_results_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["judge", "regrade", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
