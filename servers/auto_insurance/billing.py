@@ -7,23 +7,24 @@ from typing import Any
 
 from pydantic import Field
 
-from servers.auto_insurance.common import BILLING, AutoInput
+from servers.auto_insurance.common import BILLING
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import ToolContext, ToolError, tool
 
 _POLICY_DOC = "The policy whose billing account is meant."
 
 
-class PolicyBillingInput(AutoInput):
+class PolicyBillingInput(LaxInput):
     policy_id: str = Field(description=_POLICY_DOC)
 
 
-class InstallmentPlanInput(AutoInput):
+class InstallmentPlanInput(LaxInput):
     policy_id: str = Field(description=_POLICY_DOC)
     installment_count: int = Field(description="How many installments the balance is split into.")
     installment_amount: int = Field(description="The amount of each installment, in cents.")
 
 
-class GrantExtensionInput(AutoInput):
+class GrantExtensionInput(LaxInput):
     policy_id: str = Field(description=_POLICY_DOC)
     new_due_date: str = Field(description="The extended due date (YYYY-MM-DD).")
 
@@ -35,6 +36,15 @@ def _account(ctx: ToolContext, policy_id: str) -> dict[str, Any]:
     return row
 
 
+def _new_arrangement(ctx: ToolContext, policy_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply a payment arrangement to the policy's billing account; it counts
+    as one more arrangement in the last 12 months."""
+    acct = _account(ctx, policy_id)
+    count = acct["arrangements_12_months"] + 1
+    ctx.db.update(BILLING, acct["id"], {**changes, "arrangements_12_months": count})
+    return {"billing_account_id": acct["id"], "arrangements_12_months": count}
+
+
 @tool(
     "billing_create_installment_plan",
     InstallmentPlanInput,
@@ -42,19 +52,15 @@ def _account(ctx: ToolContext, policy_id: str) -> dict[str, Any]:
     "arrangement in the last 12 months.",
 )
 def create_installment_plan(ctx: ToolContext, args: InstallmentPlanInput) -> dict[str, Any]:
-    acct = _account(ctx, args.policy_id)
-    count = acct["arrangements_12_months"] + 1
-    ctx.db.update(
-        BILLING,
-        acct["id"],
+    return _new_arrangement(
+        ctx,
+        args.policy_id,
         {
             "arrangement_type": "Installment Plan",
             "installment_count": args.installment_count,
             "installment_amount": args.installment_amount,
-            "arrangements_12_months": count,
         },
     )
-    return {"billing_account_id": acct["id"], "arrangements_12_months": count}
 
 
 @tool(
@@ -93,21 +99,17 @@ def get_arrangement_history(ctx: ToolContext, args: PolicyBillingInput) -> dict[
     "in the last 12 months.",
 )
 def grant_extension(ctx: ToolContext, args: GrantExtensionInput) -> dict[str, Any]:
-    acct = _account(ctx, args.policy_id)
-    count = acct["arrangements_12_months"] + 1
-    ctx.db.update(
-        BILLING,
-        acct["id"],
+    return _new_arrangement(
+        ctx,
+        args.policy_id,
         {
             "current_due_date": args.new_due_date,
             "new_due_date": args.new_due_date,
             "arrangement_type": "Extension",
-            "arrangements_12_months": count,
             "installment_count": None,
             "installment_amount": None,
         },
     )
-    return {"billing_account_id": acct["id"], "arrangements_12_months": count}
 
 
 @tool(

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from servers.auto_insurance.common import CLAIMS, DRIVERS, POLICIES, VEHICLES, AutoInput, hash_prefix
+from servers.auto_insurance.common import CLAIMS, DRIVERS, POLICIES, VEHICLES, hash_prefix
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import ToolContext, ToolError, tool
 
 ClaimType = Literal[
@@ -31,11 +32,11 @@ INITIAL_STAGE = "Open – Initial Review"
 _NO_CLAIMS_REFERENCE = "2099-12-31"
 
 
-class OpenMajorClaimsInput(AutoInput):
+class OpenMajorClaimsInput(LaxInput):
     policy_id: str = Field(description="The policy to check.")
 
 
-class CreateFnolInput(AutoInput):
+class CreateFnolInput(LaxInput):
     policy_id: str = Field(description="The policy the loss is reported on.")
     vehicle_id: str | None = Field(default=None, description="Id of the vehicle involved, if on the policy.")
     vehicle_vin: str | None = Field(default=None, description="VIN of the vehicle involved.")
@@ -58,12 +59,12 @@ class CreateFnolInput(AutoInput):
     other_party_insurance: str | None = Field(default=None, description="The other party's insurer.")
 
 
-class DriverClaimsInput(AutoInput):
+class DriverClaimsInput(LaxInput):
     driver_id: str = Field(description="The driver whose claims are listed.")
     open_only: bool = Field(default=False, description="When true, only claims still open.")
 
 
-class PolicyClaimsInput(AutoInput):
+class PolicyClaimsInput(LaxInput):
     policy_id: str = Field(description="The policy whose claims are listed.")
     months_back: int | None = Field(
         default=None,
@@ -71,7 +72,7 @@ class PolicyClaimsInput(AutoInput):
     )
 
 
-class VehicleClaimsInput(AutoInput):
+class VehicleClaimsInput(LaxInput):
     vehicle_id: str = Field(description="The vehicle whose claims are listed.")
     open_only: bool | None = Field(default=False, description="When true, only claims still open.")
 
@@ -155,9 +156,17 @@ def create_fnol(ctx: ToolContext, args: CreateFnolInput) -> dict[str, Any]:
     "List the claims in which a driver was involved; optionally only open ones.",
 )
 def get_driver_claims(ctx: ToolContext, args: DriverClaimsInput) -> dict[str, Any]:
-    if not ctx.db.exists(DRIVERS, args.driver_id):
-        raise ToolError(f"Driver '{args.driver_id}' not found.")
-    claims = [c for c in ctx.db.find(CLAIMS, driver_id=args.driver_id) if not args.open_only or _is_open(c)]
+    return _claims_involving(ctx, DRIVERS, "Driver", "driver_id", args.driver_id, args.open_only)
+
+
+def _claims_involving(
+    ctx: ToolContext, table: str, label: str, field: str, ident: str, open_only: bool | None
+) -> dict[str, Any]:
+    """The claims whose `field` is `ident` (a driver or a vehicle that must
+    exist), optionally only open ones."""
+    if not ctx.db.exists(table, ident):
+        raise ToolError(f"{label} '{ident}' not found.")
+    claims = [c for c in ctx.db.find(CLAIMS, **{field: ident}) if not open_only or _is_open(c)]
     return {"claims": [_item(c) for c in claims], "has_open_claims": any(_is_open(c) for c in claims)}
 
 
@@ -193,10 +202,7 @@ def get_policy_claims(ctx: ToolContext, args: PolicyClaimsInput) -> dict[str, An
     "List the claims filed for a vehicle; optionally only open ones.",
 )
 def get_vehicle_claims(ctx: ToolContext, args: VehicleClaimsInput) -> dict[str, Any]:
-    if not ctx.db.exists(VEHICLES, args.vehicle_id):
-        raise ToolError(f"Vehicle '{args.vehicle_id}' not found.")
-    claims = [c for c in ctx.db.find(CLAIMS, vehicle_id=args.vehicle_id) if not args.open_only or _is_open(c)]
-    return {"claims": [_item(c) for c in claims], "has_open_claims": any(_is_open(c) for c in claims)}
+    return _claims_involving(ctx, VEHICLES, "Vehicle", "vehicle_id", args.vehicle_id, args.open_only)
 
 
 TOOLS = (check_open_major_claims, create_fnol, get_driver_claims, get_policy_claims, get_vehicle_claims)

@@ -6,19 +6,20 @@ from typing import Any
 
 from pydantic import Field
 
-from servers.auto_insurance.common import CUSTOMERS, AutoInput, without_nulls
+from servers.auto_insurance.common import CUSTOMERS
+from servers.engine.helpers import LaxInput, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, tool
 
 
-class CustomerByEmailInput(AutoInput):
+class CustomerByEmailInput(LaxInput):
     email: str = Field(description="The customer's e-mail address (matched case-insensitively).")
 
 
-class CustomerProfileInput(AutoInput):
+class CustomerProfileInput(LaxInput):
     customer_id: str = Field(description="The customer's id.")
 
 
-class VerifyIdentityInput(AutoInput):
+class VerifyIdentityInput(LaxInput):
     customer_id: str = Field(description="The customer to verify.")
     ssn_last_4: str | None = Field(default=None, description="Last four SSN digits given by the caller.")
     security_answer: str | None = Field(
@@ -54,7 +55,7 @@ def get_customer_by_email(ctx: ToolContext, args: CustomerByEmailInput) -> dict[
 )
 def get_customer_profile(ctx: ToolContext, args: CustomerProfileInput) -> dict[str, Any]:
     row = _customer(ctx, args.customer_id)
-    return without_nulls(
+    return drop_nulls(
         {
             "customer_id": row["id"],
             "email": row["email"],

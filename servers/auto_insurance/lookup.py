@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from servers.auto_insurance.common import AutoInput, without_nulls
+from servers.engine.helpers import LaxInput, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, tool
 
 # Model-year code (10th VIN character). 2025's code is deliberately not decoded.
@@ -25,7 +25,7 @@ _MAKERS: dict[str, tuple[str, str | None]] = {
 }
 
 
-class ValidateVinInput(AutoInput):
+class ValidateVinInput(LaxInput):
     vin: str = Field(description="The VIN to check (17 letters and digits).")
 
 
@@ -42,7 +42,7 @@ def validate_vin(ctx: ToolContext, args: ValidateVinInput) -> dict[str, Any]:
     if not vin.isalnum():
         raise ToolError("Invalid VIN format. VIN must contain only letters and numbers.")
     make, model = _MAKERS.get(vin[:3], (None, None))
-    return without_nulls({"valid": True, "year": _YEARS.get(vin[9]), "make": make, "model": model})
+    return drop_nulls({"valid": True, "year": _YEARS.get(vin[9]), "make": make, "model": model})
 
 
 TOOLS = (validate_vin,)

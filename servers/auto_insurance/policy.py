@@ -7,15 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from servers.auto_insurance.common import (
-    DOCUMENTS,
-    DRIVERS,
-    POLICIES,
-    VEHICLES,
-    AutoInput,
-    hash_prefix,
-    without_nulls,
-)
+from servers.auto_insurance.common import DOCUMENTS, DRIVERS, POLICIES, VEHICLES, hash_prefix
+from servers.engine.helpers import LaxInput, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, tool
 
 DriverStatus = Literal["Rated", "Excluded", "Removed"]
@@ -33,7 +26,7 @@ _DOCUMENT_MEMBER = {
 _DOC_URL = "https://portal.horizonshield.com/docs/secure/"
 
 
-class AddDriverInput(AutoInput):
+class AddDriverInput(LaxInput):
     policy_id: str = Field(description="The policy to add the driver to.")
     name: str = Field(description="The driver's full name.")
     date_of_birth: str = Field(description="The driver's birth date (YYYY-MM-DD).")
@@ -48,7 +41,7 @@ class AddDriverInput(AutoInput):
     )
 
 
-class AddVehicleInput(AutoInput):
+class AddVehicleInput(LaxInput):
     policy_id: str = Field(description="The policy to add the vehicle to.")
     vin: str = Field(description="The vehicle's 17-character VIN.")
     year: int = Field(description="Model year.")
@@ -58,46 +51,46 @@ class AddVehicleInput(AutoInput):
     uw_pending: bool | None = Field(default=None, description="True when underwriting still has to review.")
 
 
-class DocumentLinkInput(AutoInput):
+class DocumentLinkInput(LaxInput):
     policy_id: str = Field(description="The policy the document belongs to.")
     document_type: DocumentType = Field(description="Which document to link.")
     ticket_id: str = Field(description="The support ticket this request is tracked on.")
     expiration_date: str = Field(description="When the link stops working, as an ISO 8601 date-time.")
 
 
-class PolicyIdInput(AutoInput):
+class PolicyIdInput(LaxInput):
     policy_id: str = Field(description="The policy id (POL-##########).")
 
 
-class PolicyListInput(AutoInput):
+class PolicyListInput(LaxInput):
     policy_id: str = Field(description="The policy id (POL-##########).")
     active_only: bool | None = Field(default=None, description="When true, leave out inactive entries.")
 
 
-class VehicleIdInput(AutoInput):
+class VehicleIdInput(LaxInput):
     vehicle_id: str = Field(description="The vehicle id.")
 
 
-class ReinstateInput(AutoInput):
+class ReinstateInput(LaxInput):
     policy_id: str = Field(description="The policy to reinstate.")
     lapse_flag: bool = Field(description="True when coverage lapsed before reinstatement.")
     lapse_start: str | None = Field(default=None, description="First day without coverage (YYYY-MM-DD).")
     lapse_end: str | None = Field(default=None, description="Last day without coverage (YYYY-MM-DD).")
 
 
-class ScheduleCancellationInput(AutoInput):
+class ScheduleCancellationInput(LaxInput):
     policy_id: str = Field(description="The policy to cancel.")
     cancellation_date: str = Field(description="Date the cancellation takes effect (YYYY-MM-DD).")
     cancellation_reason: CancellationReason = Field(description="Why the policy is cancelled.")
 
 
-class DriverStatusInput(AutoInput):
+class DriverStatusInput(LaxInput):
     driver_id: str = Field(description="The driver id.")
     new_status: DriverStatus = Field(description="The driver's new status.")
     effective_date: str = Field(description="Date the change takes effect (YYYY-MM-DD).")
 
 
-class VehicleStatusInput(AutoInput):
+class VehicleStatusInput(LaxInput):
     vehicle_id: str = Field(description="The vehicle id.")
     new_status: VehicleStatus = Field(description="The vehicle's new status.")
     effective_date: str = Field(description="Date the change takes effect (YYYY-MM-DD).")
@@ -241,7 +234,7 @@ def generate_document_link(ctx: ToolContext, args: DocumentLinkInput) -> dict[st
 )
 def get_policy_details(ctx: ToolContext, args: PolicyIdInput) -> dict[str, Any]:
     p = _policy(ctx, args.policy_id)
-    return without_nulls(
+    return drop_nulls(
         {
             "policy_id": p["id"],
             "customer_id": p["customer_id"],

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from servers.consulting.common import drop_none, new_id
+from servers.consulting.common import new_id
+from servers.engine.helpers import drop_nulls
 from servers.engine.tools import ToolContext, ToolInput, tool
 
 TABLE = "approval_approval_requests"
@@ -73,7 +74,7 @@ def get_status(ctx: ToolContext, args: GetStatusInput) -> Any:
     if args.approver_email is not None:
         filters["approver_email"] = args.approver_email
     results = [
-        drop_none(
+        drop_nulls(
             {
                 "approval_id": r["id"],
                 "status": r["status"],
@@ -86,7 +87,7 @@ def get_status(ctx: ToolContext, args: GetStatusInput) -> Any:
     ]
     if not results:
         results = [
-            drop_none(
+            drop_nulls(
                 {
                     "approval_id": "NOT_FOUND",
                     "status": "not_found",

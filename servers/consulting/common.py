@@ -1,6 +1,6 @@
 """Helpers shared by the consulting subsystems: required-parameter checks,
-output rendering (null omission, isoformat datetimes), generated ids and the
-table-driven multi-action (`*_api`) tool builder."""
+row picking for output, generated ids and the table-driven multi-action
+(`*_api`) tool builder."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput
 
 
@@ -28,23 +29,13 @@ def require(args: BaseModel, *names: str) -> None:
             raise ToolError(f"Missing required parameter: {name}")
 
 
-def iso(value: dt.datetime | None) -> str | None:
-    """Output form of a datetime: `isoformat()` (`+00:00` for UTC, nothing for naive)."""
-    return None if value is None else value.isoformat()
-
-
-def drop_none(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Output models omit null fields."""
-    return {k: v for k, v in data.items() if v is not None}
-
-
 def pick(row: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """`fields` of `row` in that order, datetimes in output form, nulls omitted."""
     out: dict[str, Any] = {}
     for name in fields:
         value = row.get(name)
         if isinstance(value, dt.datetime):
-            value = iso(value)
+            value = out_dt(value)
         if value is not None:
             out[name] = value
     return out

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import count_id, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.neobank.common import APPROVAL_REQUESTS, employee_by_email, next_id, without_nulls
+from servers.neobank.common import APPROVAL_REQUESTS, require_employee
 
 
 class ApprovalRequestType(StrEnum):
@@ -50,7 +51,7 @@ def check_status(ctx: ToolContext, args: CheckStatusInput) -> dict[str, Any]:
     if request is None:
         raise ToolError(f"Approval request not found: {args.approval_request_id}")
     decided = request["decided_at"]
-    return without_nulls(
+    return drop_nulls(
         {
             "status": request["status"],
             # The stored wall-clock fields, always labelled UTC (no offset conversion).
@@ -66,13 +67,9 @@ def check_status(ctx: ToolContext, args: CheckStatusInput) -> dict[str, Any]:
     "Open a pending approval request from a requester to an approver, optionally linked to a ticket.",
 )
 def create_request(ctx: ToolContext, args: CreateRequestInput) -> dict[str, Any]:
-    requester = employee_by_email(ctx, args.requester_email)
-    if requester is None:
-        raise ToolError(f"Requester not found: {args.requester_email}")
-    approver = employee_by_email(ctx, args.approver_email)
-    if approver is None:
-        raise ToolError(f"Approver not found: {args.approver_email}")
-    request_id = next_id(ctx, APPROVAL_REQUESTS, "APR-", 8)
+    requester = require_employee(ctx, args.requester_email, "Requester not found")
+    approver = require_employee(ctx, args.approver_email, "Approver not found")
+    request_id = count_id(ctx.db, APPROVAL_REQUESTS, "APR-%08d")
     ctx.db.insert(
         APPROVAL_REQUESTS,
         {

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import drop_nulls
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.neobank.common import EMPLOYEES, employee_by_email, employee_by_id, without_nulls
+from servers.neobank.common import EMPLOYEES, employee_by_id, require_employee
 
 # Specialised teams whose most senior member is their designated approver.
 APPROVER_TEAMS = ("it_security", "finance_accounting", "compliance_risk")
@@ -37,15 +38,13 @@ class GetApproverContactInput(ToolInput):
     "Check whether an approver is available; for an approver on leave, also give a backup approver's email.",
 )
 def get_contact_details(ctx: ToolContext, args: GetContactDetailsInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Approver not found: {args.email}")
+    emp = require_employee(ctx, args.email, "Approver not found")
     status = emp["employment_status"]
     backup = None
     if status == "on_leave" and emp["manager_id"]:
         manager = employee_by_id(ctx, emp["manager_id"])
         backup = manager["email"] if manager is not None else None
-    return without_nulls(
+    return drop_nulls(
         {
             "name": emp["full_name"],
             "availability_status": AVAILABILITY[status],

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from servers.engine.helpers import count_id, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
 from servers.neobank.common import (
     ASSET_ASSIGNMENTS,
@@ -16,9 +17,7 @@ from servers.neobank.common import (
     SYSTEM_ACTOR,
     DeviceType,
     WarehouseLocation,
-    employee_by_email,
-    next_id,
-    without_nulls,
+    require_employee,
 )
 
 RETIRED = "retired"
@@ -90,15 +89,13 @@ def _asset(ctx: ToolContext, asset_id: str) -> dict[str, Any]:
     "Assign an unassigned, non-retired hardware asset to an employee.",
 )
 def assign_device(ctx: ToolContext, args: AssignDeviceInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     asset = _asset(ctx, args.asset_id)
     if asset["is_assigned"]:
         raise ToolError(f"Asset {args.asset_id} is already assigned")
     if asset["condition"] == RETIRED:
         raise ToolError(f"Cannot assign retired asset: {args.asset_id}")
-    assignment_id = next_id(ctx, ASSET_ASSIGNMENTS, "ASN-", 8)
+    assignment_id = count_id(ctx.db, ASSET_ASSIGNMENTS, "ASN-%08d")
     ctx.db.insert(
         ASSET_ASSIGNMENTS,
         {
@@ -153,7 +150,7 @@ def get_device_details(ctx: ToolContext, args: GetDeviceDetailsInput) -> dict[st
     if asset["is_assigned"]:
         assignment = ctx.db.first(ASSET_ASSIGNMENTS, asset_id=asset["id"], is_active=True)
         holder = assignment["employee_id"] if assignment is not None else None
-    return without_nulls(
+    return drop_nulls(
         {
             "asset_id": asset["id"],
             "device_type": asset["device_type"],
@@ -174,9 +171,7 @@ def get_device_details(ctx: ToolContext, args: GetDeviceDetailsInput) -> dict[st
     "List the hardware currently assigned to an employee, with each device's condition and age in months.",
 )
 def get_employee_devices(ctx: ToolContext, args: GetEmployeeDevicesInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     devices = []
     for assignment in ctx.db.find(ASSET_ASSIGNMENTS, employee_id=emp["id"], is_active=True):
         asset = ctx.db.first(HARDWARE_ASSETS, id=assignment["asset_id"])

@@ -1,5 +1,6 @@
 """Shared pieces of the neobank IT help-desk toolset: table names, the
-domain's fixed clocks, count-based ids and the employee look-up rule."""
+domain's fixed clocks, enums and the employee look-up rule (the lax input
+base, null omission and count-based ids live in `servers.engine.helpers`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ConfigDict
-
-from servers.engine.tools import ToolContext, ToolInput
+from servers.engine.tools import ToolContext, ToolError
 
 PREFIX = "sandbox_neobank_support_main_models_"
 EMPLOYEES = PREFIX + "employees"
@@ -35,12 +34,6 @@ INCIDENT_NOW = dt.datetime(2025, 12, 18, 10, 0, 0, tzinfo=dt.UTC)  # incidents: 
 SYSTEM_ACTOR = "system"
 
 
-class LenientInput(ToolInput):
-    """Input model for tools that silently ignore unknown arguments."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
 class DeviceType(StrEnum):
     laptop_standard = "laptop_standard"
     laptop_premium = "laptop_premium"
@@ -58,21 +51,18 @@ class WarehouseLocation(StrEnum):
     remote_ship = "remote_ship"
 
 
-def next_id(ctx: ToolContext, table: str, prefix: str, width: int) -> str:
-    """`<prefix><row count + 1, zero-padded>`: no collision check (an existing
-    id makes the insert fail)."""
-    return f"{prefix}{ctx.db.count(table) + 1:0{width}d}"
-
-
 def employee_by_email(ctx: ToolContext, email: str) -> dict[str, Any] | None:
     """First employee in store order whose email matches exactly."""
     return ctx.db.first(EMPLOYEES, email=email)
 
 
+def require_employee(ctx: ToolContext, email: str, missing: str = "Employee not found") -> dict[str, Any]:
+    """`employee_by_email`, failing with `<missing>: <email>` when there is none."""
+    emp = employee_by_email(ctx, email)
+    if emp is None:
+        raise ToolError(f"{missing}: {email}")
+    return emp
+
+
 def employee_by_id(ctx: ToolContext, employee_id: str) -> dict[str, Any] | None:
     return ctx.db.first(EMPLOYEES, id=employee_id)
-
-
-def without_nulls(payload: dict[str, Any]) -> dict[str, Any]:
-    """Output models drop null-valued fields."""
-    return {k: v for k, v in payload.items() if v is not None}

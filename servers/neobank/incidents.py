@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from servers.engine.helpers import drop_nulls, out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.neobank.common import INCIDENT_NOW, SECURITY_INCIDENTS, without_nulls
+from servers.neobank.common import INCIDENT_NOW, SECURITY_INCIDENTS
 
 RECENTLY_CLOSED_WINDOW = dt.timedelta(hours=24)
 
@@ -29,14 +30,14 @@ def verify_incident(ctx: ToolContext, args: SecurityVerifyIncidentInput) -> dict
             if not (row["is_active"] or (resolved is not None and resolved >= since)):
                 continue
             incidents.append(
-                without_nulls(
+                drop_nulls(
                     {
                         "incident_id": row["id"],
                         "severity": row["severity"],
                         "description": row["description"],
                         "started_at": row["reported_at"].isoformat(),
                         "is_active": row["is_active"],
-                        "closed_at": resolved.isoformat() if resolved is not None else None,
+                        "closed_at": out_dt(resolved),
                     }
                 )
             )

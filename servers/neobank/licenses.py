@@ -6,30 +6,23 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput, count_id, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, tool
-from servers.neobank.common import (
-    LICENSE_ALLOCATIONS,
-    SOFTWARE_LICENSES,
-    SYSTEM_ACTOR,
-    LenientInput,
-    employee_by_email,
-    next_id,
-    without_nulls,
-)
+from servers.neobank.common import LICENSE_ALLOCATIONS, SOFTWARE_LICENSES, SYSTEM_ACTOR, require_employee
 
 UNLIMITED = "unlimited"
 
 
-class LicenseAllocateInput(LenientInput):
+class LicenseAllocateInput(LaxInput):
     software_name: str = Field(description="Name of the software (case-insensitive).")
     email: str = Field(description="Corporate email of the employee receiving the seat.")
 
 
-class LicenseCheckAvailabilityInput(LenientInput):
+class LicenseCheckAvailabilityInput(LaxInput):
     software_name: str = Field(description="Name of the software (case-insensitive).")
 
 
-class LicenseCheckTypeInput(LenientInput):
+class LicenseCheckTypeInput(LaxInput):
     software_name: str = Field(description="Name of the software (case-insensitive).")
 
 
@@ -51,9 +44,7 @@ def active_allocations(ctx: ToolContext, license_id: str) -> int:
     "Assign a seat of a software licence pool to an employee, if the pool has a free seat.",
 )
 def allocate_license(ctx: ToolContext, args: LicenseAllocateInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     pool = find_software(ctx, args.software_name)
     if pool is None:
         raise ToolError(f"Software not found: {args.software_name}")
@@ -63,7 +54,7 @@ def allocate_license(ctx: ToolContext, args: LicenseAllocateInput) -> dict[str, 
         pool["total_licenses"] or 0
     ):
         raise ToolError("No licenses available in pool")
-    allocation_id = next_id(ctx, LICENSE_ALLOCATIONS, "LAL-", 8)
+    allocation_id = count_id(ctx.db, LICENSE_ALLOCATIONS, "LAL-%08d")
     ctx.db.insert(
         LICENSE_ALLOCATIONS,
         {
@@ -104,7 +95,7 @@ def check_license_type(ctx: ToolContext, args: LicenseCheckTypeInput) -> dict[st
     pool = find_software(ctx, args.software_name)
     if pool is None:
         raise ToolError(f"Software not found in license inventory: {args.software_name}")
-    return without_nulls(
+    return drop_nulls(
         {
             "license_type": pool["license_type"],
             "license_id": pool["id"],

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import count_id
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.neobank.common import EMAIL_NOTIFICATIONS, SYSTEM_ACTOR, employee_by_email, next_id
+from servers.neobank.common import EMAIL_NOTIFICATIONS, SYSTEM_ACTOR, require_employee
 
 REACHABLE_STATUSES = ("active", "on_leave")
 
@@ -57,14 +58,12 @@ def split_cc(text: str | None) -> list[str] | None:
     "Queue an e-mail notification to an employee (not sent to departing or terminated employees).",
 )
 def send_notification(ctx: ToolContext, args: EmailNotificationSendNotificationInput) -> dict[str, Any]:
-    recipient = employee_by_email(ctx, args.recipient_email)
-    if recipient is None:
-        raise ToolError(f"Recipient email not found in employee directory: {args.recipient_email}")
+    recipient = require_employee(ctx, args.recipient_email, "Recipient email not found in employee directory")
     if recipient["employment_status"] not in REACHABLE_STATUSES:
         raise ToolError(
             f"Recipient is inactive or on extended leave; notification not sent: {args.recipient_email}"
         )
-    notification_id = next_id(ctx, EMAIL_NOTIFICATIONS, "NTF-", 8)
+    notification_id = count_id(ctx.db, EMAIL_NOTIFICATIONS, "NTF-%08d")
     ctx.db.insert(
         EMAIL_NOTIFICATIONS,
         {

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput, count_id, drop_nulls
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
 from servers.neobank.common import (
     APP_ACCESS,
@@ -15,10 +16,7 @@ from servers.neobank.common import (
     OKTA_ACTION_NOW,
     SECURITY_AUDIT,
     SYSTEM_ACTOR,
-    LenientInput,
-    employee_by_email,
-    next_id,
-    without_nulls,
+    require_employee,
 )
 
 GenericAccessLevel = StrEnum(
@@ -61,21 +59,21 @@ MFA_DEVICE_OPERATIONS = ("add_mfa_device", "remove_mfa_device")
 MAX_BYPASS_HOURS = 4
 
 
-class OktaAddToGroupInput(LenientInput):
+class OktaAddToGroupInput(LaxInput):
     email: str = Field(description="Corporate email of the employee.")
     group_name: str = Field(description="Name of the Okta group to join (exact text).")
 
 
-class OktaCheckAccessInput(LenientInput):
+class OktaCheckAccessInput(LaxInput):
     email: str = Field(description="Corporate email of the employee.")
     app_name: str = Field(description="Application name, matched exactly (case-sensitive).")
 
 
-class OktaGetUserGroupsInput(LenientInput):
+class OktaGetUserGroupsInput(LaxInput):
     email: str = Field(description="Corporate email of the employee.")
 
 
-class OktaProvisionAccessInput(LenientInput):
+class OktaProvisionAccessInput(LaxInput):
     email: str = Field(description="Corporate email of the employee receiving access.")
     app_name: str = Field(description="Application to grant, stored exactly as given.")
     access_level: GenericAccessLevel = Field(description="Permission level to grant.")
@@ -85,7 +83,7 @@ class OktaProvisionAccessInput(LenientInput):
     )
 
 
-class OktaRevokeAccessInput(LenientInput):
+class OktaRevokeAccessInput(LaxInput):
     email: str = Field(description="Corporate email of the employee.")
     app_name: str = Field(description="Application whose active access is removed (exact text).")
 
@@ -117,12 +115,10 @@ def _active_access(ctx: ToolContext, employee_id: str, app_name: str) -> dict[st
     "Add an employee to an Okta group; fails if they are already an active member.",
 )
 def add_to_group(ctx: ToolContext, args: OktaAddToGroupInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     if ctx.db.first(GROUP_MEMBERSHIP, employee_id=emp["id"], group_name=args.group_name, is_active=True):
         raise ToolError(f"Employee is already a member of this group: {args.group_name}")
-    membership_id = next_id(ctx, GROUP_MEMBERSHIP, "OGM-", 8)
+    membership_id = count_id(ctx.db, GROUP_MEMBERSHIP, "OGM-%08d")
     ctx.db.insert(
         GROUP_MEMBERSHIP,
         {
@@ -143,13 +139,11 @@ def add_to_group(ctx: ToolContext, args: OktaAddToGroupInput) -> dict[str, Any]:
     "Tell whether an employee currently has active access to an application, and at which level.",
 )
 def check_access(ctx: ToolContext, args: OktaCheckAccessInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     row = _active_access(ctx, emp["id"], args.app_name)
     if row is None:
         return {"has_access": False}
-    return without_nulls(
+    return drop_nulls(
         {"has_access": True, "access_level": row["access_level"], "granted_at": row["granted_at"]}
     )
 
@@ -160,11 +154,9 @@ def check_access(ctx: ToolContext, args: OktaCheckAccessInput) -> dict[str, Any]
     "List the Okta groups an employee is an active member of.",
 )
 def get_user_groups(ctx: ToolContext, args: OktaGetUserGroupsInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     groups = [
-        without_nulls({"group_name": m["group_name"], "added_at": m["added_at"]})
+        drop_nulls({"group_name": m["group_name"], "added_at": m["added_at"]})
         for m in ctx.db.find(GROUP_MEMBERSHIP, employee_id=emp["id"], is_active=True)
     ]
     return {"groups": groups}
@@ -176,12 +168,10 @@ def get_user_groups(ctx: ToolContext, args: OktaGetUserGroupsInput) -> dict[str,
     "Grant an employee access to an application at a given level, optionally as a temporary grant.",
 )
 def provision_access(ctx: ToolContext, args: OktaProvisionAccessInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found in Okta directory: {args.email}")
+    emp = require_employee(ctx, args.email, "Employee not found in Okta directory")
     if _active_access(ctx, emp["id"], args.app_name) is not None:
         raise ToolError(f"Employee already has access to this application: {args.app_name}")
-    access_id = next_id(ctx, APP_ACCESS, "OAA-", 8)
+    access_id = count_id(ctx.db, APP_ACCESS, "OAA-%08d")
     ctx.db.insert(
         APP_ACCESS,
         {
@@ -206,9 +196,7 @@ def provision_access(ctx: ToolContext, args: OktaProvisionAccessInput) -> dict[s
     "Deactivate an employee's active access to an application.",
 )
 def revoke_access(ctx: ToolContext, args: OktaRevokeAccessInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     row = _active_access(ctx, emp["id"], args.app_name)
     if row is None:
         raise ToolError(f"No active access found to revoke for application: {args.app_name}")
@@ -228,9 +216,7 @@ def _parse_iso(value: str) -> dt.datetime:
     "session invalidation, temporary MFA bypass, MFA device changes) and record it in the security audit log.",
 )
 def execute_action(ctx: ToolContext, args: OktaSecurityExecuteActionInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found in Okta directory: {args.email}")
+    emp = require_employee(ctx, args.email, "Employee not found in Okta directory")
     operation = args.operation.value
     if operation in MFA_DEVICE_OPERATIONS and not args.mfa_device_id:
         raise ToolError(f"mfa_device_id is required for {operation} operation")
@@ -248,7 +234,7 @@ def execute_action(ctx: ToolContext, args: OktaSecurityExecuteActionInput) -> di
             raise ToolError(f"Failed to execute security action: {exc}") from exc
 
     hours = args.bypass_duration_hours if is_bypass else None
-    audit_id = next_id(ctx, SECURITY_AUDIT, "OSA-", 8)
+    audit_id = count_id(ctx.db, SECURITY_AUDIT, "OSA-%08d")
     ctx.db.insert(
         SECURITY_AUDIT,
         {

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import count_id
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.neobank.common import PROCUREMENT_ORDERS, DeviceType, employee_by_email, next_id
+from servers.neobank.common import PROCUREMENT_ORDERS, DeviceType, require_employee
 
 
 class HardwareProcurementCreateOrderInput(ToolInput):
@@ -27,16 +28,14 @@ class HardwareProcurementCreateOrderInput(ToolInput):
     "Place a pending purchase order for new hardware, shipped to the given address.",
 )
 def create_order(ctx: ToolContext, args: HardwareProcurementCreateOrderInput) -> dict[str, Any]:
-    requester = employee_by_email(ctx, args.requester_email)
-    if requester is None:
-        raise ToolError(f"Requester not found: {args.requester_email}")
+    requester = require_employee(ctx, args.requester_email, "Requester not found")
     try:
         delivery = dt.date.fromisoformat(args.expected_delivery_date[:10])
     except ValueError:
         raise ToolError(
             f"Invalid expected_delivery_date format: {args.expected_delivery_date}. Expected YYYY-MM-DD format."
         ) from None
-    order_id = next_id(ctx, PROCUREMENT_ORDERS, "HW-ORDER-", 7)
+    order_id = count_id(ctx.db, PROCUREMENT_ORDERS, "HW-ORDER-%07d")
     ctx.db.insert(
         PROCUREMENT_ORDERS,
         {

@@ -6,22 +6,23 @@ from typing import Any
 
 from pydantic import Field
 
-from servers.engine.tools import ToolContext, ToolError, tool
-from servers.neobank.common import EMPLOYEES, LenientInput, employee_by_email, employee_by_id, without_nulls
+from servers.engine.helpers import LaxInput, drop_nulls
+from servers.engine.tools import ToolContext, tool
+from servers.neobank.common import EMPLOYEES, employee_by_id, require_employee
 
 # A manager chain longer than the table can only come from a cycle.
 _CHAIN_GUARD = 10_000
 
 
-class WorkdayGetEmployeeInput(LenientInput):
+class WorkdayGetEmployeeInput(LaxInput):
     email: str = Field(description="Corporate email address of the employee.")
 
 
-class WorkdayGetManagerChainInput(LenientInput):
+class WorkdayGetManagerChainInput(LaxInput):
     email: str = Field(description="Corporate email address of the employee whose managers are wanted.")
 
 
-class WorkdayGetOrgStructureInput(LenientInput):
+class WorkdayGetOrgStructureInput(LaxInput):
     manager_email: str = Field(description="Corporate email address of the manager.")
 
 
@@ -42,17 +43,10 @@ def _brief(emp: dict[str, Any]) -> dict[str, Any]:
     "Look up an employee's HR profile (department, level, role, office, manager, employment status) by email.",
 )
 def get_employee(ctx: ToolContext, args: WorkdayGetEmployeeInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"No employee found with the provided email: {args.email}")
-    return without_nulls(
+    emp = require_employee(ctx, args.email, "No employee found with the provided email")
+    return drop_nulls(
         {
-            "employee_id": emp["id"],
-            "email": emp["email"],
-            "full_name": emp["full_name"],
-            "level": emp["level"],
-            "department": emp["department"],
-            "role": emp["role"],
+            **_brief(emp),
             "office_location": emp["office_location"],
             "start_date": emp["start_date"],
             "manager_id": emp["manager_id"],
@@ -70,9 +64,7 @@ def get_employee(ctx: ToolContext, args: WorkdayGetEmployeeInput) -> dict[str, A
     "List an employee's reporting line, starting with the direct manager and going up to the top.",
 )
 def get_manager_chain(ctx: ToolContext, args: WorkdayGetManagerChainInput) -> dict[str, Any]:
-    emp = employee_by_email(ctx, args.email)
-    if emp is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    emp = require_employee(ctx, args.email)
     chain: list[dict[str, Any]] = []
     current = emp
     while current["manager_id"] and len(chain) < _CHAIN_GUARD:
@@ -90,9 +82,7 @@ def get_manager_chain(ctx: ToolContext, args: WorkdayGetManagerChainInput) -> di
     "List the direct reports of a manager, identified by the manager's email.",
 )
 def get_org_structure(ctx: ToolContext, args: WorkdayGetOrgStructureInput) -> dict[str, Any]:
-    manager = employee_by_email(ctx, args.manager_email)
-    if manager is None:
-        raise ToolError(f"Manager not found: {args.manager_email}")
+    manager = require_employee(ctx, args.manager_email, "Manager not found")
     reports = [
         {
             **_brief(emp),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from servers.engine.tools import ToolContext, ToolError
+
 # ---- table keys (state keys) ------------------------------------------------
 _P = "external_retail_toolset_"
 ORDERS = _P + "oms_models_orders"
@@ -31,12 +33,6 @@ PRODUCTS = _P + "shopify_pim_models_products"
 WRITE_TS = dt.datetime(2025, 10, 1, 13, 0, 5, tzinfo=dt.UTC)
 
 
-def out_dt(value: dt.datetime | None) -> str | None:
-    """Output form of a datetime: ISO 8601 with `+00:00` (not `Z`) for UTC,
-    the original offset otherwise, nothing for naive values."""
-    return None if value is None else value.isoformat()
-
-
 def as_utc(value: dt.datetime) -> dt.datetime:
     """A naive stored datetime counts as UTC for comparisons."""
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
@@ -55,3 +51,21 @@ def drop_nulls(value: Any) -> Any:
 def empty(value: str | None) -> bool:
     """The "not provided" test used by tools with alternative identifiers."""
     return value is None or value == ""
+
+
+Lookup = tuple[str, str, str | None]  # (parameter name, column, given value)
+
+
+def first_by_either(
+    ctx: ToolContext, table: str, primary: Lookup, fallback: Lookup, missing: str
+) -> dict[str, Any]:
+    """The first row matching the primary identifier when it is given, else the
+    fallback one; neither given, or no row, fails the call."""
+    (p_name, p_col, p_val), (f_name, f_col, f_val) = primary, fallback
+    if empty(p_val) and empty(f_val):
+        raise ToolError(f"Either {p_name} or {f_name} must be provided")
+    column, wanted = (p_col, p_val) if not empty(p_val) else (f_col, f_val)
+    row = ctx.db.first(table, **{column: wanted})
+    if row is None:
+        raise ToolError(f"{missing}: {wanted}")
+    return row

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import CLAIMS, CONTRACTS, WRITE_TS, as_utc, drop_nulls, out_dt
+from servers.retail.common import CLAIMS, CONTRACTS, WRITE_TS, as_utc, drop_nulls
 
 ISSUE_DESCRIPTIONS = {
     "product_not_functioning": "Product not functioning properly",

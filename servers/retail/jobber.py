@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import JOBS, drop_nulls, empty, out_dt
+from servers.retail.common import JOBS, drop_nulls, first_by_either
 
 
 def _job(ctx: ToolContext, job_id: str) -> dict[str, Any]:
@@ -53,16 +54,13 @@ class GetInstallationJobInput(ToolInput):
     catch_all="Failed to retrieve installation job",
 )
 def get_installation_job(ctx: ToolContext, args: GetInstallationJobInput) -> dict[str, Any]:
-    if empty(args.job_id) and empty(args.order_id):
-        raise ToolError("Either job_id or order_id must be provided")
-    if not empty(args.job_id):
-        job = ctx.db.first(JOBS, id=args.job_id)
-        wanted = args.job_id
-    else:
-        job = ctx.db.first(JOBS, order_id=args.order_id)
-        wanted = args.order_id
-    if job is None:
-        raise ToolError(f"Installation job not found: {wanted}")
+    job = first_by_either(
+        ctx,
+        JOBS,
+        ("job_id", "id", args.job_id),
+        ("order_id", "order_id", args.order_id),
+        "Installation job not found",
+    )
     return drop_nulls(
         {
             "job_id": job["id"],

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import RMAS, WRITE_TS, out_dt
+from servers.retail.common import RMAS, WRITE_TS
 
 
 # ---- create_rma ---------------------------------------------------------------

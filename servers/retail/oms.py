@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
 from servers.retail.common import (
     INVENTORY,
@@ -17,7 +18,6 @@ from servers.retail.common import (
     TRACKING,
     WRITE_TS,
     drop_nulls,
-    out_dt,
 )
 
 ShippingSpeed = Literal["standard", "expedited", "next_day"]

@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import DISCOUNTS, PROMOTIONS, drop_nulls, out_dt
+from servers.retail.common import DISCOUNTS, PROMOTIONS, drop_nulls
 
 
 # ---- get_discount_application -------------------------------------------------

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import MEMBERSHIPS, PROFILES, WRITE_TS, drop_nulls, empty, out_dt
+from servers.retail.common import MEMBERSHIPS, PROFILES, WRITE_TS, drop_nulls, empty, first_by_either
 
 # A new membership runs from the start of the write day for 365 days, to the
 # last microsecond of the final day.
@@ -67,16 +68,13 @@ class GetCustomerProfileInput(ToolInput):
     catch_all="Failed to retrieve customer profile",
 )
 def get_customer_profile(ctx: ToolContext, args: GetCustomerProfileInput) -> dict[str, Any]:
-    if empty(args.customer_id) and empty(args.email):
-        raise ToolError("Either customer_id or email must be provided")
-    if not empty(args.customer_id):
-        profile = ctx.db.first(PROFILES, id=args.customer_id)
-        wanted = args.customer_id
-    else:
-        profile = ctx.db.first(PROFILES, email=args.email)
-        wanted = args.email
-    if profile is None:
-        raise ToolError(f"Customer not found with provided identifier: {wanted}")
+    profile = first_by_either(
+        ctx,
+        PROFILES,
+        ("customer_id", "id", args.customer_id),
+        ("email", "email", args.email),
+        "Customer not found with provided identifier",
+    )
     return drop_nulls(
         {
             "id": profile["id"],

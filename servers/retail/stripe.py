@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from servers.engine.helpers import count_id, out_dt
 from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
-from servers.retail.common import PAYMENTS, REFUNDS, WRITE_TS, out_dt
+from servers.retail.common import PAYMENTS, REFUNDS, WRITE_TS
 
 _ORDER_ID = "Order identifier, e.g. ORD-10000001."
 
@@ -31,7 +32,7 @@ class ChargeCustomerInput(ToolInput):
 )
 def charge_customer(ctx: ToolContext, args: ChargeCustomerInput) -> dict[str, Any]:
     # The id counter is the table's row count; an id already taken makes the insert fail.
-    txn_id = f"TXN-2{ctx.db.count(PAYMENTS):07d}"
+    txn_id = count_id(ctx.db, PAYMENTS, "TXN-2%07d", 0)
     ctx.db.insert(
         PAYMENTS,
         {
@@ -79,7 +80,7 @@ def create_refund(ctx: ToolContext, args: CreateRefundInput) -> dict[str, Any]:
     txn = ctx.db.first(PAYMENTS, order_id=args.order_id)
     if txn is None:
         raise ToolError(f"Original payment transaction not found for order: {args.order_id}")
-    refund_id = f"RFD-2{ctx.db.count(REFUNDS):07d}"
+    refund_id = count_id(ctx.db, REFUNDS, "RFD-2%07d", 0)
     ctx.db.insert(
         REFUNDS,
         {

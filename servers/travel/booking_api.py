@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
 from servers.travel.common import (
     BOOKINGS,
@@ -16,7 +17,6 @@ from servers.travel.common import (
     MODIFIED_AT,
     BoardType,
     BookingStatus,
-    LaxInput,
     RoomType,
     cents,
     newest_first,

@@ -9,8 +9,7 @@ from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from servers.engine.helpers import drop_nulls
 from servers.engine.rows import to_state_row
 from servers.engine.tools import ToolContext
 
@@ -54,12 +53,6 @@ EscalationReason = Literal[
 CENT = Decimal("0.01")
 
 
-class LaxInput(BaseModel):
-    """Input of a tool that silently ignores unknown arguments."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
 def cents(value: Decimal) -> Decimal:
     """Quantize to two places, rounding half up."""
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
@@ -79,10 +72,6 @@ def record(ctx: ToolContext, table: str, row: dict[str, Any]) -> dict[str, Any]:
 def compact(ctx: ToolContext, table: str, row: dict[str, Any]) -> dict[str, Any]:
     """A row as a typed output record: null-valued fields left out."""
     return drop_nulls(record(ctx, table, row))
-
-
-def drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if v is not None}
 
 
 def newest_first(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import Tool, ToolContext, ToolError, tool
-from servers.travel.common import ACCOUNTS, BOOKINGS, LaxInput, compact, newest_first
+from servers.travel.common import ACCOUNTS, BOOKINGS, compact, newest_first
 
 
 def _check_account_id(account_id: str) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
-from servers.travel.common import CRM_UPDATED_AT, PROFILES, LaxInput, compact
+from servers.travel.common import CRM_UPDATED_AT, PROFILES, compact
 
 
 def _profile_by_id(ctx: ToolContext, customer_id: str) -> dict[str, Any]:

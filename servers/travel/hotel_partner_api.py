@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput, drop_nulls
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
 from servers.travel.common import (
     BOOKINGS,
@@ -15,7 +16,6 @@ from servers.travel.common import (
     TICKETS,
     BoardType,
     EscalationReason,
-    LaxInput,
     RoomType,
     compact,
 )
@@ -89,7 +89,7 @@ def get_hotel_contact(ctx: ToolContext, args: HotelInput) -> dict[str, Any]:
     out = {
         name: hotel[name] for name in ("contact_name", "contact_email", "contact_phone", "escalation_contact")
     }
-    return {k: v for k, v in out.items() if v is not None}
+    return drop_nulls(out)
 
 
 # ---- get_hotel_info ----------------------------------------------------------

@@ -8,8 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput
 from servers.engine.tools import Tool, ToolContext, ToolError, tool
-from servers.travel.common import ACCOUNTS, BOOKINGS, GROUPS, HOTELS, LaxInput
+from servers.travel.common import ACCOUNTS, BOOKINGS, GROUPS, HOTELS
 
 _BOOKING_REFERENCE = re.compile(r"BKG-\d{8}")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from servers.engine.helpers import LaxInput, count_id, drop_nulls
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
 from servers.travel.common import (
     BOOKINGS,
@@ -14,7 +15,6 @@ from servers.travel.common import (
     INVOICE_STAMP,
     PAYMENT_AT,
     TRANSACTIONS,
-    LaxInput,
     cents,
     compact,
     newest_first,
@@ -29,7 +29,40 @@ def _booking(ctx: ToolContext, ref: str) -> dict[str, Any]:
 
 
 def _next_txn_id(ctx: ToolContext) -> str:
-    return f"TXN-{ctx.db.count(TRANSACTIONS) + 1:08d}"
+    return count_id(ctx.db, TRANSACTIONS, "TXN-%08d")
+
+
+def _record_transaction(
+    ctx: ToolContext,
+    txn_id: str,
+    booking_reference: str,
+    customer_id: str,
+    amount: Decimal,
+    kind: str,
+    status: str,
+    reason: str,
+    at: str,
+    estimate: str | None = None,
+) -> None:
+    """Store one USD transaction row (charge, dispute or refund), to the cent."""
+    ctx.db.insert(
+        TRANSACTIONS,
+        {
+            "id": txn_id,
+            "transaction_id": txn_id,
+            "booking_reference": booking_reference,
+            "customer_id": customer_id,
+            "amount": cents(amount),
+            "currency": "USD",
+            "transaction_type": kind,
+            "payment_status": status,
+            "payment_method": None,
+            "reason": reason,
+            "processing_time_estimate": estimate,
+            "created_at": at,
+            "updated_at": at,
+        },
+    )
 
 
 # ---- check_payment_status ----------------------------------------------------
@@ -55,7 +88,7 @@ def check_payment_status(ctx: ToolContext, args: PaymentStatusInput) -> dict[str
         "transaction_id": latest["transaction_id"],
         "payment_method": latest["payment_method"],
     }
-    return {k: v for k, v in out.items() if v is not None}
+    return drop_nulls(out)
 
 
 # ---- generate_invoice --------------------------------------------------------
@@ -118,23 +151,16 @@ def process_charge(ctx: ToolContext, args: ChargeInput) -> dict[str, Any]:
     if args.charge_amount <= 0:
         raise ToolError("Invalid charge amount - must be greater than 0")
     txn_id = _next_txn_id(ctx)
-    ctx.db.insert(
-        TRANSACTIONS,
-        {
-            "id": txn_id,
-            "transaction_id": txn_id,
-            "booking_reference": args.booking_reference,
-            "customer_id": booking["customer_id"],
-            "amount": cents(args.charge_amount),
-            "currency": "USD",
-            "transaction_type": "charge",
-            "payment_status": "successful",
-            "payment_method": None,
-            "reason": args.reason,
-            "processing_time_estimate": None,
-            "created_at": PAYMENT_AT,
-            "updated_at": PAYMENT_AT,
-        },
+    _record_transaction(
+        ctx,
+        txn_id,
+        args.booking_reference,
+        booking["customer_id"],
+        args.charge_amount,
+        "charge",
+        "successful",
+        args.reason,
+        PAYMENT_AT,
     )
     return {"transaction_id": txn_id, "payment_status": "successful"}
 
@@ -156,23 +182,16 @@ def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, An
     if original is None:
         raise ToolError(f"Transaction not found: {args.transaction_id}")
     case_id = f"DSP-{len(ctx.db.find(TRANSACTIONS, transaction_type='dispute')) + 1:08d}"
-    ctx.db.insert(
-        TRANSACTIONS,
-        {
-            "id": case_id,
-            "transaction_id": case_id,
-            "booking_reference": original["booking_reference"],
-            "customer_id": original["customer_id"],
-            "amount": cents(args.dispute_amount),
-            "currency": "USD",
-            "transaction_type": "dispute",
-            "payment_status": "pending",
-            "payment_method": None,
-            "reason": args.dispute_reason,
-            "processing_time_estimate": None,
-            "created_at": DISPUTE_AT,
-            "updated_at": DISPUTE_AT,
-        },
+    _record_transaction(
+        ctx,
+        case_id,
+        original["booking_reference"],
+        original["customer_id"],
+        args.dispute_amount,
+        "dispute",
+        "pending",
+        args.dispute_reason,
+        DISPUTE_AT,
     )
     return {"dispute_case_id": case_id, "dispute_status": "under_review"}
 
@@ -193,23 +212,17 @@ def process_refund(ctx: ToolContext, args: RefundInput) -> dict[str, Any]:
     booking = _booking(ctx, args.booking_reference)
     txn_id = _next_txn_id(ctx)
     estimate = "3-5 business days"
-    ctx.db.insert(
-        TRANSACTIONS,
-        {
-            "id": txn_id,
-            "transaction_id": txn_id,
-            "booking_reference": args.booking_reference,
-            "customer_id": booking["customer_id"],
-            "amount": cents(args.refund_amount),
-            "currency": "USD",
-            "transaction_type": "refund",
-            "payment_status": "successful",
-            "payment_method": None,
-            "reason": args.reason,
-            "processing_time_estimate": estimate,
-            "created_at": PAYMENT_AT,
-            "updated_at": PAYMENT_AT,
-        },
+    _record_transaction(
+        ctx,
+        txn_id,
+        args.booking_reference,
+        booking["customer_id"],
+        args.refund_amount,
+        "refund",
+        "successful",
+        args.reason,
+        PAYMENT_AT,
+        estimate=estimate,
     )
     return {"transaction_id": txn_id, "refund_status": "successful", "processing_time_estimate": estimate}
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
+from servers.engine.helpers import count_id
 from servers.engine.rows import row_model
 from servers.engine.schema import TableSpec
 from servers.engine.tools import Tool, ToolContext, ToolError
@@ -172,7 +173,7 @@ def _create_item(v: Variant, ctx: ToolContext, args: Any) -> dict[str, Any]:
         ctx.db.insert(
             VIOLATIONS,
             {
-                "id": f"VIOLATION-{ctx.db.count(VIOLATIONS) + 1}",
+                "id": count_id(ctx.db, VIOLATIONS, "VIOLATION-%d"),
                 "ticket_id": row["id"],
                 "created_status": row["status"],
                 "created_at": CREATED_AT,
