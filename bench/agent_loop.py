@@ -65,6 +65,13 @@ DEFAULT_AGENT_PROMPT = "think"
 MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
+def _default_prompt(bench: Benchmark) -> str:
+    """The release's `think` prompt, or a dataset's only prompt (e.g. a demo pack's)."""
+    if DEFAULT_AGENT_PROMPT in bench.agents or len(bench.agents) != 1:
+        return DEFAULT_AGENT_PROMPT
+    return next(iter(bench.agents))
+
+
 class McpEndpointError(RuntimeError):
     """The MCP endpoint could not be reached or broke mid-conversation (a system error)."""
 
@@ -532,7 +539,8 @@ async def run_attempt_agent(
                     "perturbations": [p.model_dump() for p in plan.perturbations],
                 }
         else:
-            prompt = agent_prompt(bench, (arg or DEFAULT_AGENT_PROMPT) if name == "llm" else name)
+            wanted = (arg or _default_prompt(bench)) if name == "llm" else name
+            prompt = agent_prompt(bench, wanted)
             policy = LLMAgent(
                 client_for("agent", shared.agent),
                 parallel_tool_calls=prompt.parallel_tool_calls,

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", help="container runtime, e.g. runsc")
     run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
     run.add_argument("--name", help="run name shown in reports")
+    run.add_argument(
+        "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
+    )
     run.set_defaults(fn=_run)
 
     conf = sub.add_parser(

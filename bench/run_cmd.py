@@ -82,6 +82,7 @@ def run_command(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,
+        skip_rubrics=args.skip_rubrics,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     runner = Runner(bench, opts, config, progress=_progress)

@@ -68,6 +68,8 @@ class RunOptions(BaseModel):
     retry_errors: bool = False
     golden_cache: Path | None = None
     run_name: str | None = None
+    # Judge rubric tasks on state alone (no judge model): the row says so.
+    skip_rubrics: bool = False
 
 
 def default_concurrency() -> int:
@@ -284,6 +286,9 @@ class Runner:
             timings["teardown"] = time.monotonic() - t
             t = time.monotonic()
             rubrics = list(self.bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
+            rubrics_skipped = bool(rubrics) and self.opts.skip_rubrics
+            if rubrics_skipped:
+                rubrics = []
             answers: list[RubricAnswer] | None = None
             if rubrics:
                 answers = await self._judge_rubrics(rubrics, traj.final_message)
@@ -304,7 +309,7 @@ class Runner:
             record.final_message = traj.final_message
             record.rubric_answers = answers
             record.verdict = verdict
-            self._finish(task, repeat, record, traj, verdict, timings)
+            self._finish(task, repeat, record, traj, verdict, timings, rubrics_skipped)
         except Exception as exc:
             self._system_error(task, repeat, record, traj, exc, timings)
 
@@ -341,6 +346,7 @@ class Runner:
         traj: Trajectory,
         verdict: Verdict,
         timings: dict[str, float],
+        rubrics_skipped: bool = False,
     ) -> None:
         rel = self._write_trajectory(record.attempt_id, traj)
         write_attempt(self.opts.out / "attempts" / f"{record.attempt_id}.json", record)
@@ -359,6 +365,7 @@ class Runner:
                 "trajectory": rel,
                 "strict_match": verdict.strict,
                 "differences": len(verdict.differences),
+                "rubrics_skipped": rubrics_skipped,
             }
         )
         self.output.append(self.output.results, row.to_json_line())
@@ -412,7 +419,17 @@ class Runner:
         if self.progress:
             self.progress(self, task, repeat, f"system error: {message[:200]}")
 
+    def preflight(self, tasks: list[Task]) -> None:
+        """Errors that must stop a run before any sandbox starts."""
+        rubric_tasks = [t.id for t in tasks if t.has_rubrics]
+        if rubric_tasks and not self.opts.skip_rubrics and (self.config is None or self.config.judge is None):
+            raise SystemExit(
+                f"tbx run: {len(rubric_tasks)} selected task(s) have yes/no rubrics but no judge model is "
+                "configured: pass --config with a `judge` role, or --skip-rubrics to judge them on state alone"
+            )
+
     async def run(self, tasks: list[Task]) -> dict[str, int]:
+        self.preflight(tasks)
         await asyncio.to_thread(sweep, None, STALE_AFTER, True)
         self.images = await asyncio.to_thread(resolve_images, True)
         write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config)

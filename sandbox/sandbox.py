@@ -67,7 +67,8 @@ class SandboxRequest(BaseModel):
     run_id: str = Field(default_factory=lambda: lbl.new_id("run"))
     attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
     limits: Limits = Field(default_factory=Limits)
-    start_timeout: float = 30.0
+    # Generous: a loaded 2-core machine has been seen to need 30 s for a cold start.
+    start_timeout: float = 90.0
     # Image tags resolved once per run (`resolve_images()`), so a long run never
     # mixes builds; None resolves them at start from the current sources.
     images: dict[str, str] | None = None

@@ -1,0 +1,42 @@
+"""`--runtime runsc`: the same sandbox under gVisor (registered by scripts/install-gvisor.sh)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.mcp_replay import replay_calls
+from sandbox.docker_client import docker_client
+from sandbox.sandbox import AsyncSandbox, SandboxRequest
+from sandbox.services import Limits
+from servers.engine.seeding import initial_rows
+from servers.registry import load_domain
+
+pytestmark = pytest.mark.docker
+
+
+def test_sandbox_runs_under_gvisor(dataset: Path) -> None:
+    runtimes = docker_client().info().get("Runtimes", {})
+    assert "runsc" in runtimes, "runsc is not a Docker runtime here: run scripts/install-gvisor.sh"
+    domain = load_domain("retail")
+    seed = json.loads((dataset / "servers" / domain.module / "seed.json").read_text())
+    request = SandboxRequest(
+        domains=["retail"],
+        seed={"retail": initial_rows(domain.tables, seed, None)},
+        typesense=False,
+        limits=Limits(runtime="runsc"),
+    )
+
+    async def attempt() -> tuple[list[str], str]:
+        async with AsyncSandbox(request) as sb:
+            ids = sb.handle.containers.values()
+            used = [docker_client().containers.get(cid).attrs["HostConfig"]["Runtime"] for cid in ids]
+            calls = await replay_calls(sb.handle.servers["retail"], [("get_order", {"order_id": "nope"})])
+            return used, calls[0].result
+
+    used, reply = asyncio.run(attempt())
+    assert used and set(used) == {"runsc"}
+    assert reply == '{"error": "Tool execution failed: Order not found: nope", "tool": "get_order"}'
