@@ -40,6 +40,7 @@ from bench.attempt_state import sandbox_request
 from bench.dataset import Benchmark, Task
 from bench.golden import GoldenStore
 from bench.models_config import ModelsConfig
+from bench.proxy_cmd import task_tool_policy
 from bench.replay import dump_state
 from bench.results import ResultRow, RoleUsage
 from bench.trajectory import Trajectory
@@ -254,12 +255,13 @@ class Runner:
                     t = time.monotonic()
                     initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
                     timings["initial_dump"] = time.monotonic() - t
-                    scenario = self.bench.scenario_of(task)
-                    overrides = {
-                        st.name: st.override_description for st in scenario.tools if st.override_description
-                    }
+                    policy = task_tool_policy(self.bench, task)
                     reg = await proxy.aregister(
-                        attempt_id, sb.handle.servers, scenario.tool_names or None, overrides
+                        attempt_id,
+                        sb.handle.servers,
+                        policy.allowed_tools or None,
+                        policy.overrides,
+                        arg_overrides=policy.arg_overrides,
                     )
                     t = time.monotonic()
                     try:
@@ -362,6 +364,7 @@ class Runner:
                 "usage": _usage(traj, self.config),
                 "timings": {k: round(v, 4) for k, v in timings.items()},
                 "attempt_id": record.attempt_id,
+                "attempt_file": f"attempts/{record.attempt_id}.json",
                 "trajectory": rel,
                 "strict_match": verdict.strict,
                 "differences": len(verdict.differences),

@@ -41,6 +41,7 @@ from bench.attempt_state import sandbox_request
 from bench.dataset import default_root, load_benchmark
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
+from sandbox.errors import SandboxError
 from sandbox.images import BASE_TAG
 from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import leftovers, sweep
@@ -70,23 +71,27 @@ def pct(values: list[float], q: float) -> float:
     return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
 
 
-def one(template: SandboxRequest, run_id: str) -> dict[str, float]:
+def one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
+    """One start + close; a failed start is recorded (with its error), not raised."""
     request = template.model_copy(update={"run_id": run_id, "attempt_id": lbl.new_id("att")})
     sb = Sandbox(request)
     t0 = time.perf_counter()
     try:
         handle = sb.start()
-        ready = time.perf_counter() - t0
-    finally:
-        t1 = time.perf_counter()
-        sb.close()
-        teardown = time.perf_counter() - t1
-    return {"ready": ready, "teardown": teardown, **handle.timings}
+    except SandboxError as exc:  # start() has already removed what it created
+        return {
+            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
+            "after_s": time.perf_counter() - t0,
+        }
+    ready = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    sb.close()
+    return {"ready": ready, "teardown": time.perf_counter() - t1, **handle.timings}
 
 
 def series(
     template: SandboxRequest, run_id: str, n: int, concurrency: int
-) -> tuple[list[dict[str, float]], float]:
+) -> tuple[list[dict[str, Any]], float]:
     t0 = time.perf_counter()
     if concurrency <= 1:
         samples = [one(template, run_id) for _ in range(n)]
@@ -133,11 +138,16 @@ def server_import_seconds(image: str, n: int) -> list[float]:
     return out
 
 
-def summarize(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
-    keys = ["ready", *[k for k in PHASES if all(k in s for s in samples)], "teardown"]
+def summarize(all_samples: list[dict[str, Any]]) -> dict[str, Any]:
+    samples = [s for s in all_samples if "error" not in s]
+    failed = [s for s in all_samples if "error" in s]
+    keys = ["ready", *[k for k in PHASES if all(k in s for s in samples)], "teardown"] if samples else []
     return {
-        k: {"p50": statistics.median(s[k] for s in samples), "p95": pct([s[k] for s in samples], 95)}
-        for k in keys
+        **{
+            k: {"p50": statistics.median(s[k] for s in samples), "p95": pct([s[k] for s in samples], 95)}
+            for k in keys
+        },
+        "failed": failed,
     }
 
 
@@ -174,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     template = sandbox_request(bench, task, typesense=typesense, images=images)
     run_id = lbl.new_id("bench-sandbox")
 
+    one(template, run_id)  # warm-up (page cache, image layers), not counted
     bare = docker_run_true(5)
     imports = server_import_seconds(images["servers"], 3)
-    one(template, run_id)  # warm-up (page cache, image layers), not counted
     seq, seq_wall = series(template, run_id, args.n, 1)
     conc, conc_wall = series(template, run_id, args.n, args.concurrency)
     left = leftovers(run_id)
@@ -198,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         "sequential": {**summarize(seq), "wall_s": seq_wall},
         "concurrent": {**summarize(conc), "wall_s": conc_wall},
         "ready_p50_over_docker_run_true": {
-            "sequential": statistics.median(s["ready"] for s in seq) / bare_p50,
-            "concurrent": statistics.median(s["ready"] for s in conc) / bare_p50,
+            name: statistics.median(s["ready"] for s in samples if "ready" in s) / bare_p50
+            for name, samples in (("sequential", seq), ("concurrent", conc))
+            if any("ready" in s for s in samples)
         },
         "leaked": {"containers": left[0], "networks": left[1]},
         "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
@@ -208,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_report(result)
-    return 0 if left == ([], []) else 1
+    failed = len(result["sequential"]["failed"]) + len(result["concurrent"]["failed"])
+    return 0 if left == ([], []) and not failed else 1
 
 
 def print_report(r: dict[str, Any]) -> None:
@@ -227,13 +239,12 @@ def print_report(r: dict[str, Any]) -> None:
         label = "sequential" if name == "sequential" else f"concurrency {r['concurrency']}"
         print(f"\n{label} (wall {s['wall_s']:.1f}s)        p50      p95")
         for k, v in s.items():
-            if k != "wall_s":
+            if k not in ("wall_s", "failed"):
                 print(f"  {k:<22} {v['p50']:7.3f}s {v['p95']:7.3f}s")
+        for f in s["failed"]:
+            print(f"  FAILED after {f['after_s']:.1f}s: {f['error']}")
     ratio = r["ready_p50_over_docker_run_true"]
-    print(
-        f"\nready p50 / docker-run-true p50: sequential {ratio['sequential']:.1f}x, "
-        f"concurrent {ratio['concurrent']:.1f}x"
-    )
+    print("\nready p50 / docker-run-true p50: " + ", ".join(f"{k} {v:.1f}x" for k, v in ratio.items()))
     leaked = r["leaked"]
     print(f"leaked: {len(leaked['containers'])} containers, {len(leaked['networks'])} networks")
 

@@ -41,7 +41,9 @@ def test_validate_command_reports_no_problem() -> None:
     out = io.StringIO()
     assert validate_command(PACK, out=out) == 0
     # no warning either: the only line is the summary
-    assert out.getvalue().splitlines() == ["15 tasks in release list, 15 test cases, 5 scenarios: OK"]
+    (summary,) = out.getvalue().splitlines()
+    assert summary.startswith("15 tasks in release list, 15 test cases, 5 scenarios")
+    assert summary.endswith(": OK")
 
 
 def test_release_lists_three_tasks_per_domain(pack: Benchmark) -> None:
