@@ -22,9 +22,16 @@ MODULES = {
     "neobank": "mcp_sandbox_neobank_support_v1",
 }
 SCALARS = {
-    "str": "str", "int": "int", "float": "float", "bool": "bool", "Decimal": "decimal",
-    "date": "date", "datetime": "datetime", "datetime.datetime": "datetime",
-    "List[str]": "list_str", "list[str]": "list_str",
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "Decimal": "decimal",
+    "date": "date",
+    "datetime": "datetime",
+    "datetime.datetime": "datetime",
+    "List[str]": "list_str",
+    "list[str]": "list_str",
 }
 
 
