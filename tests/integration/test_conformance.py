@@ -12,7 +12,8 @@ import pytest
 
 from bench.conformance import load_traces, run_conformance
 from bench.dataset import load_benchmark
-from sandbox.sweeper import leftovers
+from sandbox import labels
+from sandbox.docker_client import docker_client
 
 pytestmark = pytest.mark.docker
 
@@ -86,11 +87,15 @@ def test_cli_reports_json_and_a_mismatch_exit_status(dataset: Path, tmp_path: Pa
         str(traces),
         "--json",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stderr
-    report = json.loads(proc.stdout)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stderr
+    report = json.loads(stdout)
     retail = report["domains"]["retail"]
     assert (retail["matched"], retail["total"]) == (0, 1)
     assert retail["mismatches"][0]["kind"] == "call"
     assert "call 0" in retail["mismatches"][0]["detail"]
-    assert leftovers() == ([], [])
+    # Nothing the command created (labelled with its pid) is left behind.
+    owned = {"label": f"{labels.OWNER_PID}={proc.pid}"}
+    assert docker_client().containers.list(all=True, filters=owned) == []
+    assert docker_client().networks.list(filters=owned) == []
