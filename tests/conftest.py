@@ -1,27 +1,17 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from pg_support import Databases, Patch, require_server, rolled_back, seed_domain, server_dsn
+from pg_support import Databases, Patch, dataset_path, require_server, rolled_back, seed_domain, server_dsn
 
 from bench.dataset import Benchmark, load_benchmark
 from servers.engine.tools import Domain
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def dataset_path() -> Path:
-    """The ThinkingBox-Bench export: $TBX_DATASET, else ../shared beside the repo.
-    Tests that need it fail (not skip) when it is missing: CI always has it."""
-    path = Path(os.environ.get("TBX_DATASET", REPO.parent / "shared/benchmarks/thinkingbox-bench-v1"))
-    if not (path / "releases").is_dir():
-        pytest.fail(f"benchmark export not found at {path} (set TBX_DATASET)")
-    return path
 
 
 @pytest.fixture(scope="session")

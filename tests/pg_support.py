@@ -15,6 +15,7 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -82,12 +83,22 @@ class Databases:
             self._admin = None
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dataset_path() -> Path:
+    """The ThinkingBox-Bench export: $TBX_DATASET, else ../shared beside the repo.
+    Tests that need it fail (not skip) when it is missing: CI always has it."""
+    path = Path(os.environ.get("TBX_DATASET", REPO.parent / "shared/benchmarks/thinkingbox-bench-v1"))
+    if not (path / "releases").is_dir():
+        pytest.fail(f"benchmark export not found at {path} (set TBX_DATASET)")
+    return path
+
+
 # ---- domain state -------------------------------------------------------------
 @functools.cache
 def domain_seed(module: str) -> Rows:
     """The export's `servers/<module>/seed.json` (shared: do not mutate)."""
-    from conftest import dataset_path
-
     return load_seed(dataset_path(), module)
 
 
