@@ -32,6 +32,7 @@ from testcontainers.core.network import Network
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
 from sandbox.errors import ContainerStartError, NetworkPoolExhaustedError, SandboxError, SeedError
+from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import require_image
 from sandbox.services import (
     PG_BOOTSTRAP_PASSWORD,
@@ -220,8 +221,14 @@ class Sandbox:
         images = req.images or resolve_images(typesense=req.typesense)
         check_seed(req)  # fail before starting anything on an unknown domain, table or column
 
+        ensure_host_guard()
         self._network = Network(
-            docker_network_kw={"internal": True, "driver": "bridge", "labels": self._labels("network")}
+            docker_network_kw={
+                "internal": True,
+                "driver": "bridge",
+                "labels": self._labels("network"),
+                "options": {"com.docker.network.bridge.name": bridge_name(req.attempt_id)},
+            }
         )
         try:
             self._network.create()

@@ -71,14 +71,6 @@ def _listener(ip: str) -> Iterator[int]:
         srv.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Docker 20.10 internal networks still give containers a default route to the bridge "
-    "gateway, and the host's INPUT chain accepts it: host services on the gateway or docker0 "
-    "address are reachable. Needs a host rule, e.g. name tbx bridges via "
-    "com.docker.network.bridge.name=tbx-... and `iptables -I INPUT -i tbx-+ -m conntrack "
-    "--ctstate NEW -j DROP`.",
-)
 def test_host_services_are_not_reachable_from_an_attempt(
     sandbox_pair: Any, dexec: Any, dclient: docker.DockerClient
 ) -> None:
