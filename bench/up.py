@@ -17,7 +17,7 @@ from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, Registration
 from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
-from servers.engine.seeding import initial_rows
+from servers.engine.seeding import DataPatchError, initial_rows
 from servers.registry import DOMAIN_MODULES, available_domains, load_domain
 
 STALE_AFTER = 6 * 3600.0
@@ -39,7 +39,10 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
             )
         domain_name = matches[0]
     domain = load_domain(domain_name)
-    rows = initial_rows(domain.tables, data, None)
+    try:
+        rows = initial_rows(domain.tables, data, None)
+    except DataPatchError as exc:
+        raise SystemExit(f"tbx up: {path}: {exc}") from exc
     return SandboxRequest(domains=[domain.name], seed={domain.name: rows}, **kwargs)
 
 

@@ -9,6 +9,9 @@ concurrency 4, and prints p50/p95 of
 * the phases inside it (`AttemptHandle.timings`): containers created+started,
   PostgreSQL accepting connections, MCP server /healthz, Typesense /health, seeding, indexing;
 * teardown: `Sandbox.close()` wall time;
+* CPU seconds: this process during `start()` (host_cpu; meaningful in the
+  sequential series) and each container from its start to ready (cgroup
+  counters), which do not depend on how busy the machine is;
 
 and the ratio of p50 ready to a bare `docker run --rm debian:bookworm-slim true`
 measured in the same run, plus what dominates inside the server container
@@ -75,7 +78,7 @@ def one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
     """One start + close; a failed start is recorded (with its error), not raised."""
     request = template.model_copy(update={"run_id": run_id, "attempt_id": lbl.new_id("att")})
     sb = Sandbox(request)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         handle = sb.start()
     except SandboxError as exc:  # start() has already removed what it created
@@ -83,10 +86,29 @@ def one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
             "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
             "after_s": time.perf_counter() - t0,
         }
-    ready = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    sb.close()
-    return {"ready": ready, "teardown": time.perf_counter() - t1, **handle.timings}
+    ready, host_cpu = time.perf_counter() - t0, time.process_time() - c0
+    try:
+        cpu = container_cpu_seconds(handle.containers)
+    finally:
+        t1 = time.perf_counter()
+        sb.close()
+        teardown = time.perf_counter() - t1
+    return {"ready": ready, "teardown": teardown, "host_cpu": host_cpu, **cpu, **handle.timings}
+
+
+def container_cpu_seconds(containers: dict[str, str]) -> dict[str, float]:
+    """CPU each container used from its start to now (cgroup counter, one-shot stats)."""
+    api = docker_client().api
+    out = {}
+    for role, cid in containers.items():
+        for _ in range(3):  # the daemon now and then answers a one-shot stats call with an empty body
+            try:
+                stats = api.stats(cid, stream=False, one_shot=True)
+            except ValueError:
+                continue
+            out[f"cpu_{role}"] = stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+            break
+    return out
 
 
 def series(
@@ -141,7 +163,9 @@ def server_import_seconds(image: str, n: int) -> list[float]:
 def summarize(all_samples: list[dict[str, Any]]) -> dict[str, Any]:
     samples = [s for s in all_samples if "error" not in s]
     failed = [s for s in all_samples if "error" in s]
-    keys = ["ready", *[k for k in PHASES if all(k in s for s in samples)], "teardown"] if samples else []
+    cpu = sorted({k for s in samples for k in s if k.startswith("cpu_")})
+    phases = [k for k in PHASES if all(k in s for s in samples)]
+    keys = ["ready", *phases, "teardown", "host_cpu", *cpu] if samples else []
     return {
         **{
             k: {"p50": statistics.median(s[k] for s in samples), "p95": pct([s[k] for s in samples], 95)}

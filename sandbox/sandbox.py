@@ -215,6 +215,10 @@ class Sandbox:
     def boot(self) -> None:
         """Phase 1: network and containers started, every service answering.
         Nothing task-specific happens here, so a pool can run it ahead of time."""
+        with self._lock:  # a concurrent close() waits for this to give up
+            self._boot()
+
+    def _boot(self) -> None:
         req = self.request
         t0 = time.monotonic()
         self._raise_if_aborted()
@@ -276,6 +280,11 @@ class Sandbox:
 
     def prepare(self) -> AttemptHandle:
         """Phase 2: rotate secrets, seed PostgreSQL, index the policy documents."""
+        with self._lock:
+            return self._prepare()
+
+    def _prepare(self) -> AttemptHandle:
+        self._raise_if_aborted()
         req = self.request
         check_seed(req)
         t0 = time.monotonic()

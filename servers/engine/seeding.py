@@ -36,8 +36,13 @@ def initial_rows(
     state: dict[str, dict[str, dict[str, Any]]] = {}
     for name, spec in specs.items():
         rows: dict[str, dict[str, Any]] = {}
-        for raw in seed.get(name, []):
-            row = validate_row(spec, raw, now)
+        for i, raw in enumerate(seed.get(name, [])):
+            try:
+                row = validate_row(spec, raw, now)
+            except ValidationError as exc:
+                raise DataPatchError(
+                    f"seed row {i} of table '{name}' is invalid: {format_validation_error(exc)}"
+                ) from exc
             rows[spec.key_of(row)] = row
         state[name] = rows
     unknown_seed = sorted(set(seed) - set(specs))
