@@ -1,0 +1,87 @@
+"""`tbx run` end to end on the demo pack: rows, resume, --retry-errors, report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.results import read_rows
+
+pytestmark = pytest.mark.docker
+
+PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
+TASK = "demo_retail.py:test_ret_expedite_headphones"
+
+
+def tbx(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_run_resume_retry_and_report(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cache = tmp_path / "golden"
+    common = ["run", "--dataset", str(PACK), "--tasks", TASK, "--agent", "oracle", "--repeat", "2"]
+    common += ["--concurrency", "2", "--out", str(out), "--golden-cache", str(cache)]
+
+    first = tbx(*common)
+    assert first.returncode == 0, first.stderr
+    rows = read_rows(out / "results.jsonl")
+    assert sorted(r.repeat for r in rows) == [0, 1]
+    assert all(r.passed and not r.system_error and r.signature is None for r in rows)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["agent"] == "oracle" and len(manifest["bundle_hash"]) == 64
+    for r in rows:
+        record = json.loads((out / f"attempts/{r.model_extra['attempt_id']}.json").read_text())
+        assert record["verdict"]["strict"] is True
+
+    # Resume: nothing left to do, nothing re-run.
+    again = tbx(*common)
+    assert again.returncode == 0, again.stderr
+    assert "done: 0 attempts" in again.stderr
+    assert len(read_rows(out / "results.jsonl")) == 2
+
+    # A system-error row is re-run by --retry-errors only.
+    lines = (out / "results.jsonl").read_text().splitlines()
+    broken = json.loads(lines[1])
+    broken.update(passed=False, system_error=True, error="simulated container failure")
+    (out / "results.jsonl").write_text("\n".join([lines[0], json.dumps(broken)]) + "\n")
+    plain = tbx(*common)
+    assert "done: 0 attempts" in plain.stderr
+    retried = tbx(*common, "--retry-errors")
+    assert retried.returncode == 0, retried.stderr
+    assert "done: 1 attempts, 1 passed" in retried.stderr
+    latest = {r.repeat: r for r in read_rows(out / "results.jsonl")}  # the later row wins
+    assert latest[broken["repeat"]].passed and not latest[broken["repeat"]].system_error
+
+    report = tbx("report", str(out), "--json")
+    assert report.returncode == 0, report.stderr
+    metrics = json.loads(report.stdout)
+    assert metrics["pass_at_1"] == 1.0
+    assert metrics["system_errors"] == 0
+
+
+def test_rubric_tasks_need_a_judge_or_skip(tmp_path: Path) -> None:
+    proc = tbx(
+        "run",
+        "--dataset",
+        str(PACK),
+        "--tasks",
+        "demo_retail.py:test_ret_change_of_mind_tablet",
+        "--agent",
+        "oracle",
+        "--repeat",
+        "1",
+        "--out",
+        str(tmp_path / "r"),
+    )
+    assert proc.returncode != 0
+    assert "judge" in proc.stderr and "--skip-rubrics" in proc.stderr
+    assert (
+        not (tmp_path / "r" / "results.jsonl").exists() or not (tmp_path / "r" / "results.jsonl").read_text()
+    )
