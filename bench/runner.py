@@ -451,14 +451,16 @@ class Runner:
                 await self.attempt(task, repeat, proxy, clients)
 
         try:
-            # Golden states first (once per task, in separate sandboxes), so a task
-            # whose golden replay fails is reported before its attempts start.
-            for task in {t.id: t for t, _ in todo}.values():
+            # Golden states first (once per task, in separate sandboxes, concurrently),
+            # so a task whose golden replay fails is reported before its attempts start.
+            async def golden(task: Task) -> None:
                 async with sem:
                     try:
                         await self.golden.get(task)
                     except Exception as exc:
                         print(f"tbx run: golden replay of {task.id} failed: {exc}", file=sys.stderr)
+
+            await asyncio.gather(*(golden(t) for t in {t.id: t for t, _ in todo}.values()))
             await asyncio.gather(*(one(t, r) for t, r in todo))
         finally:
             proxy.close()
