@@ -16,7 +16,6 @@ the trace's.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -229,22 +228,12 @@ def replay_domain(
 # ---- CLI ---------------------------------------------------------------------
 def state_diff(root: Path, task_id: str, state: State) -> list[str]:
     """Per-table differences from the trace's stored golden canonical state."""
-    path = root / "traces/canonical_states" / (task_id.replace(":", "__") + ".json.gz")
-    if not path.is_file():
-        return []
-    golden = json.loads(gzip.decompress(path.read_bytes()))
-    out = []
-    for table in sorted(set(golden) | set(state)):
-        if golden.get(table) != state.get(table):
-            g, s = golden.get(table) or [], state.get(table) or []
-            detail = f"{len(s)} rows vs golden {len(g)}"
-            for a, b in zip(s, g, strict=False):
-                if a != b:
-                    diff = {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
-                    detail += f"; first differing row {b.get('id', '')}: (got, golden) {diff}"
-                    break
-            out.append(f"state {table}: {detail}")
-    return out
+    # Imported here: conformance pulls in the sandbox stack, which the
+    # in-process loop needs only to explain a mismatch.
+    from bench.conformance import golden_canonical, table_differences
+
+    golden = golden_canonical(root / "traces", task_id)
+    return [f"state {d}" for d in table_differences(state, golden)] if golden is not None else []
 
 
 def main(argv: list[str] | None = None) -> int:
