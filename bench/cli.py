@@ -155,6 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
     )
+    run.add_argument(
+        "--warm",
+        type=int,
+        default=None,
+        help="sandboxes booted ahead per domain (a warm pool; 0 = cold start per attempt; default: concurrency)",
+    )
+    run.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain progress lines instead of the live view (automatic off a terminal)",
+    )
     run.set_defaults(fn=_run)
 
     conf = sub.add_parser(

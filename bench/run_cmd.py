@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.dataset import Task, default_root, load_benchmark
+from bench.progress import RunProgress
 from bench.runner import Runner, RunOptions, check_memory, default_concurrency
 
 
@@ -40,19 +40,6 @@ def check_endpoint(base_url: str, role: str) -> None:
         ) from exc
 
 
-def _progress(runner: Runner, task: Task, repeat: int, summary: str) -> None:
-    c = runner.counts
-    elapsed = time.monotonic() - runner.started
-    eta = elapsed / max(1, c["done"]) * (runner.total - c["done"])
-    rate = c["passed"] / max(1, c["passed"] + c["failed"])
-    print(
-        f"[{c['done']}/{runner.total}] pass {rate:.0%} errors {c['errors']} alive {c['alive']} "
-        f"eta {eta:.0f}s | {task.id} #{repeat}: {summary[:160]}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
 def run_command(args: argparse.Namespace) -> int:
     from bench.models_config import load_models_config
 
@@ -71,7 +58,8 @@ def run_command(args: argparse.Namespace) -> int:
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
     concurrency = args.concurrency or default_concurrency()
-    check_memory(concurrency)
+    warm = concurrency if args.warm is None else args.warm
+    check_memory(concurrency, warm)
     opts = RunOptions(
         out=Path(args.out),
         agent=args.agent,
@@ -83,14 +71,18 @@ def run_command(args: argparse.Namespace) -> int:
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,
         skip_rubrics=args.skip_rubrics,
+        warm=warm,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
-    runner = Runner(bench, opts, config, progress=_progress)
+    progress = RunProgress(live=False if args.plain else None)
+    runner = Runner(bench, opts, config, progress=progress)
     print(
-        f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, concurrency {concurrency} -> {opts.out}",
+        f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, "
+        f"concurrency {concurrency}, warm {warm} -> {opts.out}",
         file=sys.stderr,
     )
-    counts = asyncio.run(runner.run(tasks))
+    with progress.attach(runner):
+        counts = asyncio.run(runner.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['errors']} system errors; results in {opts.out}/results.jsonl",

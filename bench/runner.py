@@ -49,8 +49,9 @@ from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, wr
 from judge.rubric import JudgeModelConfig, RubricJudge
 from judge.verdict import decide
 from sandbox.labels import new_id
+from sandbox.pool import SandboxPool
 from sandbox.proxy import ProxyCall, ProxyServer
-from sandbox.sandbox import AsyncSandbox, resolve_images
+from sandbox.sandbox import AsyncSandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 from servers.registry import load_domain
@@ -71,6 +72,9 @@ class RunOptions(BaseModel):
     run_name: str | None = None
     # Judge rubric tasks on state alone (no judge model): the row says so.
     skip_rubrics: bool = False
+    # Sandboxes booted ahead per domain (sandbox.pool): the boot leaves the
+    # attempt's critical path; each is still used by exactly one attempt.
+    warm: int = Field(default=0, ge=0)
 
 
 def default_concurrency() -> int:
@@ -83,15 +87,16 @@ def default_concurrency() -> int:
     return max(1, min(cores, int(mem_gib // MEMORY_PER_ATTEMPT_GIB)))
 
 
-def check_memory(concurrency: int) -> None:
+def check_memory(concurrency: int, warm: int = 0) -> None:
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
         return
-    if concurrency * MEMORY_PER_ATTEMPT_GIB > mem_gib:
+    need = (concurrency + warm) * MEMORY_PER_ATTEMPT_GIB
+    if need > mem_gib:
         raise SystemExit(
-            f"tbx run: concurrency {concurrency} needs ~{concurrency * MEMORY_PER_ATTEMPT_GIB:.0f} GiB, "
-            f"this machine has {mem_gib:.0f} GiB; lower --concurrency"
+            f"tbx run: concurrency {concurrency} with {warm} warm sandboxes needs ~{need:.0f} GiB, "
+            f"this machine has {mem_gib:.0f} GiB; lower --concurrency or --warm"
         )
 
 
@@ -108,6 +113,46 @@ class RunOutput:
             (out / sub).mkdir(parents=True, exist_ok=True)
         self.results = out / "results.jsonl"
         self.errors = out / "errors.jsonl"
+        self._lock: Any = None
+
+    def lock(self) -> None:
+        """One writer per output directory: a second `tbx run` on it stops at once
+        (the lock goes with the process, so a killed run leaves none behind)."""
+        import fcntl
+
+        fh = (self.out / ".lock").open("a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise SystemExit(
+                f"tbx run: {self.out} is being written by {holder}; wait for it or use another --out"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"tbx run pid {os.getpid()}\n")
+        fh.flush()
+        self._lock = fh
+
+    def repair(self) -> list[str]:
+        """Cut a last line that a kill left half-written (it would otherwise fuse with
+        the next row). The cut text is kept beside the file; its attempt runs again."""
+        repaired = []
+        for path in (self.results, self.errors):
+            if not path.exists():
+                continue
+            data = path.read_bytes()
+            if not data or data.endswith(b"\n"):
+                continue
+            keep = data.rfind(b"\n") + 1
+            with (path.parent / (path.name + ".partial")).open("ab") as fh:
+                fh.write(data[keep:] + b"\n")
+            with path.open("r+b") as fh:
+                fh.truncate(keep)
+            repaired.append(path.name)
+        return repaired
 
     def done(self, retry_errors: bool) -> set[tuple[str, int]]:
         """(task, repeat) pairs that need no new attempt."""
@@ -160,7 +205,12 @@ def dataset_hash(bench: Benchmark) -> str:
 
 
 def write_manifest(
-    out: Path, bench: Benchmark, opts: RunOptions, images: dict[str, str], config: ModelsConfig | None
+    out: Path,
+    bench: Benchmark,
+    opts: RunOptions,
+    images: dict[str, str],
+    config: ModelsConfig | None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -181,13 +231,49 @@ def write_manifest(
         "agent": opts.agent,
         "repeats": opts.repeat,
         "run_name": opts.run_name or f"{opts.agent}",
+        "run_id": run_id,
         "config": config.public_dict() if config is not None else None,
         "started_at": datetime.now(UTC).isoformat(),
     }
-    bundle = {k: manifest[k] for k in ("git_commit", "dataset_hash", "image_digests", "agent", "config")}
+    bundle = {k: manifest[k] for k in BUNDLE_KEYS}
     manifest["bundle_hash"] = hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    merge_previous_manifest(out, manifest)
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(out / "manifest.json")
     return manifest
+
+
+BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config")
+
+
+def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    """Resuming: keep the first start time and the earlier run ids; refuse to mix
+    attempts of a different bundle (code, dataset, images, agent, config) into one score."""
+    previous = _previous_manifest(out)
+    if previous is None:
+        return
+    changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
+    results = out / "results.jsonl"
+    if changed and results.exists() and results.stat().st_size:
+        raise SystemExit(
+            f"tbx run: {out} holds results of a different bundle ({', '.join(changed)} changed); "
+            "use a new --out, or delete the directory to start over"
+        )
+    manifest["started_at"] = previous.get("started_at", manifest.get("started_at"))
+    manifest["resumed_at"] = datetime.now(UTC).isoformat()
+    earlier = list(previous.get("previous_run_ids") or [])
+    if previous.get("run_id"):
+        earlier.append(previous["run_id"])
+    manifest["previous_run_ids"] = earlier
+
+
+def _previous_manifest(out: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 # ---- one attempt ------------------------------------------------------------
@@ -224,6 +310,11 @@ class Runner:
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
         self.rubric_judge: RubricJudge | None = None
         self.counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0, "alive": 0}
+        self.pools: dict[str, SandboxPool] = {}
+        self.pool_budget: dict[str, int] = {}
+        self.total = 0
+        self.started = time.monotonic()
+        self.phase = "starting"
 
     async def attempt(
         self, task: Task, repeat: int, proxy: ProxyServer, clients: AgentClients | None
@@ -250,7 +341,7 @@ class Runner:
             t = time.monotonic()
             self.counts["alive"] += 1
             try:
-                async with AsyncSandbox(request) as sb:
+                async with await self._sandbox(task, request) as sb:
                     timings["sandbox_start"] = time.monotonic() - t
                     t = time.monotonic()
                     initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
@@ -314,6 +405,30 @@ class Runner:
             self._finish(task, repeat, record, traj, verdict, timings, rubrics_skipped)
         except Exception as exc:
             self._system_error(task, repeat, record, traj, exc, timings)
+
+    @property
+    def warm_sandboxes(self) -> int:
+        return sum(p.spare for p in self.pools.values())
+
+    async def _sandbox(self, task: Task, request: SandboxRequest) -> AsyncSandbox:
+        """A cold sandbox, or a warm one from the task's domain pool (seeded here)."""
+        if not self.opts.warm:
+            return AsyncSandbox(request)
+        pool = self.pools.get(task.domain)
+        if pool is None:
+            pool = SandboxPool(
+                request.domains,
+                size=self.opts.warm,
+                typesense=request.typesense,
+                limits=request.limits,
+                run_id=self.run_id,
+                images=self.images,
+                budget=self.pool_budget.get(task.domain),
+                fail_fast=False,
+            )
+            self.pools[task.domain] = pool
+            await pool.__aenter__()
+        return await pool.acquire(seed=request.seed, policy_sources=request.policy_sources)
 
     async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
         if self.rubric_judge is None:
@@ -433,13 +548,20 @@ class Runner:
 
     async def run(self, tasks: list[Task]) -> dict[str, int]:
         self.preflight(tasks)
+        self.output.lock()
+        for name in self.output.repair():
+            print(f"tbx run: {name} ended in a half-written line (a killed run); cut it off", file=sys.stderr)
+        self.phase = "sweeping stale containers, resolving images"
+        # Orphans included: containers of a killed run (on this output or not) go now.
         await asyncio.to_thread(sweep, None, STALE_AFTER, True)
         self.images = await asyncio.to_thread(resolve_images, True)
-        write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config)
+        write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config, self.run_id)
         skip = self.output.done(self.opts.retry_errors)
         todo = [(t, r) for t in tasks for r in range(self.opts.repeat) if (t.id, r) not in skip]
         self.total = len(todo)
-        self.started = time.monotonic()
+        self.pool_budget = {}
+        for t, _ in todo:
+            self.pool_budget[t.domain] = self.pool_budget.get(t.domain, 0) + 1
         sem = asyncio.Semaphore(self.opts.concurrency)
         clients = None
         if self.config is not None and self.config.agent is not None:
@@ -460,9 +582,15 @@ class Runner:
                     except Exception as exc:
                         print(f"tbx run: golden replay of {task.id} failed: {exc}", file=sys.stderr)
 
-            await asyncio.gather(*(golden(t) for t in {t.id: t for t, _ in todo}.values()))
+            unique = {t.id: t for t, _ in todo}
+            self.phase = f"golden end states of {len(unique)} tasks (cached after the first run)"
+            await asyncio.gather(*(golden(t) for t in unique.values()))
+            self.phase = f"attempts, concurrency {self.opts.concurrency}"
+            self.started = time.monotonic()
             await asyncio.gather(*(one(t, r) for t, r in todo))
         finally:
+            for pool in self.pools.values():
+                await pool.close()
             proxy.close()
             if clients is not None:
                 await clients.aclose()

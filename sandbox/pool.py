@@ -36,6 +36,8 @@ class SandboxPool:
         run_id: str | None = None,
         images: dict[str, str] | None = None,
         start_timeout: float = 60.0,
+        budget: int | None = None,
+        fail_fast: bool = True,
     ):
         self.domains = list(domains)
         self.size = max(1, size)
@@ -44,6 +46,15 @@ class SandboxPool:
         self.run_id = run_id or new_id("run")
         self.images = images
         self.start_timeout = start_timeout
+        # How many sandboxes will ever be acquired (None: unbounded). Booting
+        # stops there, so the tail of a run leaves no spare sandboxes to tear down.
+        self.budget = budget
+        self._spawned = 0
+        # fail_fast: one failed boot fails every later acquire (conformance: a
+        # broken image should stop the run). Otherwise only the acquire that
+        # receives the failure raises, and booting goes on (a long benchmark run
+        # should lose one attempt to a transient Docker error, not a domain).
+        self.fail_fast = fail_fast
         self._ready: asyncio.Queue[Sandbox | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -51,7 +62,7 @@ class SandboxPool:
     async def __aenter__(self) -> SandboxPool:
         if self.images is None:
             self.images = await asyncio.to_thread(resolve_images, self.typesense)
-        for _ in range(self.size):
+        for _ in range(self.size if self.budget is None else min(self.size, self.budget)):
             self._spawn()
         return self
 
@@ -59,8 +70,9 @@ class SandboxPool:
         await self.close()
 
     def _spawn(self) -> None:
-        if self._closed:
+        if self._closed or (self.budget is not None and self._spawned >= self.budget):
             return
+        self._spawned += 1
         task = asyncio.create_task(self._boot_one())
         self._booting.add(task)
         task.add_done_callback(self._booting.discard)
@@ -96,9 +108,12 @@ class SandboxPool:
         A replacement starts booting at once."""
         item = await self._ready.get()
         if isinstance(item, BaseException):
-            # Put it back so every waiter sees the failure, and stop booting more.
-            self._closed = True
-            self._ready.put_nowait(item)
+            if self.fail_fast:
+                # Put it back so every waiter sees the failure, and stop booting more.
+                self._closed = True
+                self._ready.put_nowait(item)
+            else:
+                self._spawn()
             raise item
         self._spawn()
         sb = item
@@ -111,6 +126,11 @@ class SandboxPool:
             await asyncio.shield(asyncio.to_thread(sb.close))
             raise
         return AsyncSandbox.adopt(sb)
+
+    @property
+    def spare(self) -> int:
+        """Sandboxes booting or booted that no attempt holds yet."""
+        return len(self._booting) + self._ready.qsize()
 
     async def close(self) -> None:
         self._closed = True

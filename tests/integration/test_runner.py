@@ -85,3 +85,72 @@ def test_rubric_tasks_need_a_judge_or_skip(tmp_path: Path) -> None:
     assert (
         not (tmp_path / "r" / "results.jsonl").exists() or not (tmp_path / "r" / "results.jsonl").read_text()
     )
+
+
+def _run_containers(run_id: str) -> list[str]:
+    from sandbox.docker_client import docker_client
+    from sandbox.labels import RUN
+
+    found = docker_client().containers.list(all=True, filters={"label": f"{RUN}={run_id}"})
+    return [c.name for c in found]
+
+
+def test_resume_after_sigkill_mid_run(tmp_path: Path) -> None:
+    """A run killed with SIGKILL between attempts (no cleanup code runs) resumes on
+    the same --out: finished attempts are kept, the rest run once, the killed run's
+    containers are swept and the report reads the directory."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
+    common = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "2"]
+    common += ["--concurrency", "1", "--out", str(out), "--golden-cache", str(tmp_path / "golden"), "--plain"]
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", *common, "--warm", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 480
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if results.exists() and results.read_text().count("\n") >= 1:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (
+            f"run ended before it could be killed: {proc.stderr.read() if proc.stderr else ''}"
+        )
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    killed_run = json.loads((out / "manifest.json").read_text())["run_id"]
+    before = results.read_text().splitlines()
+    assert 1 <= len(before) < 4
+    kept = {(json.loads(line)["task_id"], json.loads(line)["repeat"]): line for line in before}
+    # What a kill in the middle of a write would leave: a row cut short.
+    with results.open("a") as fh:
+        fh.write('{"task_id": "demo_retail.py:test_ret_expe')
+
+    resumed = tbx(*common)  # default --warm: the resumed part runs from a warm pool
+    assert resumed.returncode == 0, resumed.stderr
+    assert "half-written line" in resumed.stderr
+    rows = read_rows(results)
+    assert len(rows) == 4, "each (task, repeat) exactly once: nothing finished before the kill ran again"
+    assert {(r.task_id, r.repeat) for r in rows} == {(t, k) for t in tasks.split(",") for k in (0, 1)}
+    assert all(r.passed and not r.system_error for r in rows)
+    assert results.read_text().splitlines()[: len(before)] == before  # earlier rows untouched
+    assert set(kept) <= {(r.task_id, r.repeat) for r in rows}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert killed_run in manifest["previous_run_ids"]
+    assert _run_containers(killed_run) == []
+    assert _run_containers(manifest["run_id"]) == []
+
+    report = tbx("report", str(out), "--json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["pass_at_1"] == 1.0

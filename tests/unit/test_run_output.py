@@ -1,0 +1,69 @@
+"""The run directory survives kills and refuses what would corrupt a score."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.runner import BUNDLE_KEYS, RunOutput, merge_previous_manifest
+
+
+def test_done_skips_finished_attempts_and_reruns_errors_only_when_asked(tmp_path: Path) -> None:
+    out = RunOutput(tmp_path)
+    out.append(out.results, json.dumps({"task_id": "a", "repeat": 0, "system_error": False}))
+    out.append(out.results, json.dumps({"task_id": "a", "repeat": 1, "system_error": True}))
+    assert out.done(retry_errors=False) == {("a", 0), ("a", 1)}
+    assert out.done(retry_errors=True) == {("a", 0)}
+
+
+def test_repair_cuts_a_half_written_last_line_and_keeps_it_aside(tmp_path: Path) -> None:
+    out = RunOutput(tmp_path)
+    whole = json.dumps({"task_id": "a", "repeat": 0, "system_error": False})
+    out.results.write_text(whole + "\n" + '{"task_id": "a", "rep')
+    assert out.repair() == ["results.jsonl"]
+    assert out.results.read_text() == whole + "\n"
+    assert (tmp_path / "results.jsonl.partial").read_text() == '{"task_id": "a", "rep\n'
+    # The next row starts on its own line instead of fusing with the fragment.
+    out.append(out.results, json.dumps({"task_id": "a", "repeat": 1, "system_error": False}))
+    assert out.done(retry_errors=False) == {("a", 0), ("a", 1)}
+    assert out.repair() == []
+
+
+def test_a_second_writer_of_the_same_directory_is_refused(tmp_path: Path) -> None:
+    first = RunOutput(tmp_path)
+    first.lock()
+    code = (
+        "import sys; from pathlib import Path; from bench.runner import RunOutput; "
+        f"RunOutput(Path({str(tmp_path)!r})).lock()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "is being written by tbx run pid" in proc.stderr
+
+
+def _manifest(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {k: f"{k}-1" for k in BUNDLE_KEYS}
+    base.update(run_id="run-1", started_at="2026-01-01T00:00:00+00:00")
+    base.update(changes)
+    return base
+
+
+def test_resume_keeps_history_and_refuses_a_different_bundle(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(_manifest()))
+    (tmp_path / "results.jsonl").write_text('{"task_id": "a", "repeat": 0}\n')
+
+    same = _manifest(run_id="run-2", started_at="later")
+    merge_previous_manifest(tmp_path, same)
+    assert same["previous_run_ids"] == ["run-1"]
+    assert same["started_at"] == "2026-01-01T00:00:00+00:00" and "resumed_at" in same
+
+    with pytest.raises(SystemExit, match="different bundle \\(image_digests changed\\)"):
+        merge_previous_manifest(tmp_path, _manifest(image_digests="other"))
+
+    # Without results there is nothing to mix: a changed bundle may reuse the directory.
+    (tmp_path / "results.jsonl").write_text("")
+    merge_previous_manifest(tmp_path, _manifest(image_digests="other"))
