@@ -39,6 +39,32 @@ def _gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tasks_list(args: argparse.Namespace) -> int:
+    import json
+
+    from bench.dataset import default_root, load_benchmark
+
+    bench = load_benchmark(
+        Path(args.dataset) if args.dataset else default_root(), release=args.release, strict=False
+    )
+    for problem in bench.errors:
+        print(f"warning: {problem}", file=sys.stderr)
+    for task in bench.tasks:
+        if args.domain and task.domain not in args.domain:
+            continue
+        init = bench.effective_init(task)
+        calls = len(init.golden_tool_interactions)
+        if args.json:
+            print(
+                json.dumps(
+                    {"id": task.id, "domain": task.domain, "rubrics": task.has_rubrics, "golden_calls": calls}
+                )
+            )
+        else:
+            print(f"{task.id}\t{task.domain}\t{'rubrics' if task.has_rubrics else '-'}\t{calls} golden calls")
+    return 0
+
+
 def _tasks_validate(args: argparse.Namespace) -> int:
     from bench.dataset import default_root, validate_command
 
@@ -130,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate = tasks_sub.add_parser("validate", help="list every problem in a benchmark directory")
     validate.add_argument("dataset", nargs="?")
     validate.set_defaults(fn=_tasks_validate)
+    listing = tasks_sub.add_parser("list", help="the tasks of a benchmark (release order), one per line")
+    listing.add_argument("dataset", nargs="?")
+    listing.add_argument("--release", help="release test list (default: the benchmark's)")
+    listing.add_argument("--domain", action="append", help="only these domains")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.set_defaults(fn=_tasks_list)
 
     run = sub.add_parser("run", help="evaluate an agent: every (task, repeat) in its own fresh sandbox")
     run.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")

@@ -46,6 +46,18 @@ def test_validate_command_reports_no_problem() -> None:
     assert summary.endswith(": OK")
 
 
+def test_tasks_list_prints_the_release_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bench.cli import main
+
+    assert main(["tasks", "list", str(PACK), "--domain", "travel", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["domain"] for r in rows] == ["travel"] * TASKS_PER_DOMAIN
+    assert [r["rubrics"] for r in rows] == [False, False, True]
+    assert all(r["id"].startswith("demo_travel.py:") and r["golden_calls"] >= 1 for r in rows)
+
+
 def test_release_lists_three_tasks_per_domain(pack: Benchmark) -> None:
     assert pack.layout == "export"
     assert pack.release == "releases/testlist_demo.yaml"
