@@ -31,7 +31,13 @@ from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
-from sandbox.errors import ContainerStartError, NetworkPoolExhaustedError, SandboxError, SeedError
+from sandbox.errors import (
+    ContainerStartError,
+    ImageMissingError,
+    NetworkPoolExhaustedError,
+    SandboxError,
+    SeedError,
+)
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import require_image
 from sandbox.services import (
@@ -329,6 +335,12 @@ class Sandbox:
         try:
             container.start()
         except docker.errors.APIError as exc:
+            if _image_gone(spec.image):
+                # Docker answers a missing image with a pull attempt; say what happened instead.
+                raise ImageMissingError(
+                    f"{spec.role}: image {spec.image} no longer exists (removed while this run used it, "
+                    "e.g. by a `tbx images build` of newer sources); rebuild with `tbx images build`"
+                ) from exc
             raise ContainerStartError(f"{spec.role}: docker could not start {spec.image}: {exc}") from exc
         return _ip(container, network)
 
@@ -495,3 +507,13 @@ class AsyncSandbox:
 def sandbox(request: SandboxRequest) -> Iterator[Sandbox]:
     with Sandbox(request) as sb:
         yield sb
+
+
+def _image_gone(tag: str) -> bool:
+    try:
+        docker_client().images.get(tag)
+    except docker.errors.ImageNotFound:
+        return True
+    except docker.errors.APIError:
+        return False
+    return False

@@ -11,7 +11,7 @@ import pytest
 
 import sandbox.images
 from sandbox.errors import ImageMissingError, SeedError
-from sandbox.sandbox import Sandbox, SandboxRequest, check_seed
+from sandbox.sandbox import Sandbox, SandboxRequest, check_seed, resolve_images
 from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
@@ -89,3 +89,16 @@ def test_unknown_table_or_domain_in_the_seed_is_rejected(
         SandboxRequest(domains=["retail"], seed={"travel": {}}, typesense=False, run_id=run_id)
     )
     assert "'travel'" in message
+
+
+def test_image_removed_after_the_run_resolved_it(base_images: Any, retail_rows: Any, run_id: str) -> None:
+    """A tag resolved at the start of a run and gone by the time an attempt starts
+    (a rebuild pruned it): the error says so instead of docker's failed pull."""
+    images = dict(resolve_images(False))
+    images["servers"] = "tbx/servers:feedfacefeedface"
+    request = SandboxRequest(
+        domains=["retail"], seed={"retail": retail_rows}, typesense=False, run_id=run_id, images=images
+    )
+    with pytest.raises(ImageMissingError, match="tbx/servers:feedfacefeedface no longer exists"):
+        Sandbox(request).start()
+    assert leftovers(run_id) == ([], [])
