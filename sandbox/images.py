@@ -7,6 +7,7 @@ build is reused until an input changes, and a sandbox never runs a stale image.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -139,13 +140,48 @@ def build_image(name: str, force: bool = False) -> BuildResult:
     return BuildResult(name, tag, img.id, False, time.monotonic() - start)
 
 
+def _in_use_dir() -> Path:
+    return Path(os.environ.get("TBX_CACHE", Path.home() / ".cache" / "tbx")) / "images-in-use"
+
+
+def mark_in_use(tags: list[str]) -> None:
+    """Record that this process runs these tags, so a concurrent `tbx images build`
+    does not prune them from under a long run (one small file per process)."""
+    d = _in_use_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{os.getpid()}.json"
+        held = set(json.loads(path.read_text())) if path.exists() else set()
+        path.write_text(json.dumps(sorted(held | set(tags))))
+    except (OSError, ValueError):
+        pass  # best effort: without the record a rebuild may prune, and the run says so
+
+
+def tags_in_use() -> set[str]:
+    from sandbox.sweeper import _pid_alive
+
+    tags: set[str] = set()
+    d = _in_use_dir()
+    for path in d.glob("*.json") if d.exists() else []:
+        if not path.stem.isdigit() or not _pid_alive(int(path.stem)):
+            path.unlink(missing_ok=True)
+            continue
+        try:
+            tags.update(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return tags
+
+
 def prune_stale(name: str) -> list[str]:
-    """Remove older content-hash tags of an image (keep the current one)."""
+    """Remove older content-hash tags of an image (keep the current one and any
+    tag a live tbx process is running)."""
     current = image_tag(name)
+    keep = {current, f"tbx/{name}:latest"} | tags_in_use()
     removed = []
     for img in docker_client().images.list(filters={"label": f"{LABEL}={name}"}):
         for t in img.tags:
-            if t.startswith(f"tbx/{name}:") and t not in (current, f"tbx/{name}:latest"):
+            if t.startswith(f"tbx/{name}:") and t not in keep:
                 try:
                     docker_client().images.remove(t, noprune=False)
                     removed.append(t)

@@ -39,7 +39,7 @@ from sandbox.errors import (
     SeedError,
 )
 from sandbox.hostguard import bridge_name, ensure_host_guard
-from sandbox.images import require_image
+from sandbox.images import mark_in_use, require_image
 from sandbox.services import (
     PG_BOOTSTRAP_PASSWORD,
     PG_PORT,
@@ -116,7 +116,9 @@ class AttemptHandle(BaseModel):
 def resolve_images(typesense: bool = True) -> dict[str, str]:
     """The image tags an attempt runs, checked to exist."""
     names = ["postgres", "servers", *(["typesense"] if typesense else [])]
-    return {name: require_image(name) for name in names}
+    tags = {name: require_image(name) for name in names}
+    mark_in_use(list(tags.values()))
+    return tags
 
 
 def check_seed(req: SandboxRequest) -> None:
