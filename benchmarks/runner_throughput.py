@@ -34,6 +34,31 @@ from sandbox.sweeper import leftovers
 PHASES = ("sandbox_start", "initial_dump", "agent", "final_dump", "teardown", "judge")
 
 
+def _busy_cpu_seconds() -> float:
+    """Machine-wide CPU time spent outside idle/iowait (all processes, kernel included)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _daemon_cpu_seconds() -> dict[str, float]:
+    """CPU used so far by the Docker daemons (they outlive the containers they start)."""
+    out: dict[str, float] = {}
+    tck = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            name = (proc / "comm").read_text().strip()
+            if name not in ("dockerd", "containerd"):
+                continue
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / tck
+    return out
+
+
 def run_once(
     bench: Any, tasks: list[Any], out: Path, cache: Path, concurrency: int, warm: int
 ) -> dict[str, Any]:
@@ -48,10 +73,13 @@ def run_once(
     )
     runner = Runner(bench, opts)
     load_before = os.getloadavg()[0]
-    cpu0 = time.process_time()
+    cpu0, busy0, daemons0 = time.process_time(), _busy_cpu_seconds(), _daemon_cpu_seconds()
     asyncio.run(runner.run(tasks))
     attempts_wall = time.monotonic() - runner.started  # reset when the attempts phase begins
     cpu = time.process_time() - cpu0
+    busy = _busy_cpu_seconds() - busy0
+    daemons = _daemon_cpu_seconds()
+    daemon_cpu = sum(daemons.values()) - sum(daemons0.values())
     rows = read_rows(out / "results.jsonl")
     timed = [r for r in rows if not r.system_error]
     medians = {p: statistics.median(r.timings.get(p, 0.0) for r in timed) if timed else 0.0 for p in PHASES}
@@ -68,6 +96,13 @@ def run_once(
         "attempts_wall_s": round(attempts_wall, 1),
         "attempts_per_min": round(len(rows) / attempts_wall * 60, 2),
         "orchestrator_cpu_s": round(cpu, 1),
+        # Per attempt, whole run (includes the untimed start-up of the run itself).
+        "cpu_per_attempt_s": {
+            "machine": round(busy / len(rows), 2),
+            "tbx_process": round(cpu / len(rows), 2),
+            "dockerd_containerd": round(daemon_cpu / len(rows), 2),
+            "containers_and_kernel": round((busy - cpu - daemon_cpu) / len(rows), 2),
+        },
         "median_s": {p: round(v, 3) for p, v in medians.items()},
         "share": {p: round(sums[p] / total, 3) for p in PHASES},
         "load_before": round(load_before, 2),
@@ -145,6 +180,17 @@ def main() -> int:
         print(
             f"| {r['concurrency']} | {r['mode']} | {r['attempts_per_min']:.1f} | {ratio} | {r['passed']}/"
             f"{r['attempts']} | {r['system_errors']} | {r['attempts_wall_s']:.0f} | {phases} | {r['leftovers']} |"
+        )
+    print("\nCPU seconds per attempt (machine-wide busy time over the run, split by who used it):\n")
+    print(
+        "| concurrency | sandboxes | machine | tbx process | dockerd + containerd | containers, shims, fuse, kernel |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        c = r["cpu_per_attempt_s"]
+        print(
+            f"| {r['concurrency']} | {r['mode']} | {c['machine']:.2f} | {c['tbx_process']:.2f} | "
+            f"{c['dockerd_containerd']:.2f} | {c['containers_and_kernel']:.2f} |"
         )
     return 0 if all(r["leftovers"] == 0 and r["system_errors"] == 0 for r in results) else 1
 

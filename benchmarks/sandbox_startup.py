@@ -15,12 +15,15 @@ concurrency 4, and prints p50/p95 of
 
 and the ratio of p50 ready to a bare `docker run --rm debian:bookworm-slim true`
 measured in the same run, plus what dominates inside the server container
-(Python start + imports). Ends by checking that nothing with the run's label is
+(Python start + imports). A third series does what `tbx run --warm` does: a
+warm pool boots sandboxes ahead, and N attempts one after another each wait
+only for `acquire()` (a booted sandbox, then seed + index). Ends by checking that nothing with the run's label is
 left (exit 1 otherwise).
 
 Usage::
 
-    python benchmarks/sandbox_startup.py [-n 10] [--concurrency 4] [--no-typesense] [--json]
+    python benchmarks/sandbox_startup.py [-n 10] [--concurrency 4] [--no-typesense]
+        [--pool-size 2] [--hold 2.0] [--json]
 """
 
 from __future__ import annotations
@@ -123,6 +126,46 @@ def series(
     return samples, time.perf_counter() - t0
 
 
+def pooled_series(
+    template: SandboxRequest, run_id: str, n: int, size: int, hold: float
+) -> tuple[list[dict[str, Any]], float]:
+    """What an attempt waits for with the warm pool (`tbx run --warm`): N acquires one
+    after another, each sandbox held `hold` seconds (the attempt) and then closed;
+    `ready` is acquire() (wait for a booted sandbox + seed + index)."""
+    import asyncio
+
+    from sandbox.pool import SandboxPool
+
+    async def go() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        async with SandboxPool(
+            template.domains,
+            size,
+            typesense=template.typesense,
+            run_id=run_id,
+            images=template.images,
+            budget=n,
+        ) as pool:
+            await asyncio.sleep(hold)  # the run's first attempt starts while the pool boots
+            for _ in range(n):
+                t0 = time.perf_counter()
+                try:
+                    sb = await pool.acquire(seed=template.seed, policy_sources=template.policy_sources)
+                except SandboxError as exc:
+                    out.append({"error": f"{type(exc).__name__}: {exc}", "after_s": time.perf_counter() - t0})
+                    continue
+                ready = time.perf_counter() - t0
+                await asyncio.sleep(hold)
+                t1 = time.perf_counter()
+                await sb.__aexit__(None, None, None)
+                out.append({"ready": ready, "teardown": time.perf_counter() - t1})
+        return out
+
+    t0 = time.perf_counter()
+    samples = asyncio.run(go())
+    return samples, time.perf_counter() - t0
+
+
 def docker_run_true(n: int) -> list[float]:
     out = []
     for _ in range(n):
@@ -196,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-typesense", action="store_true", help="PostgreSQL + server only")
     p.add_argument("--dataset", type=Path, default=None)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--pool-size", type=int, default=2, help="warm pool size for the pooled series")
+    p.add_argument(
+        "--hold", type=float, default=2.0, help="seconds each pooled sandbox is held (the attempt)"
+    )
     args = p.parse_args(argv)
 
     notes = machine_notes()
@@ -213,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     imports = server_import_seconds(images["servers"], 3)
     seq, seq_wall = series(template, run_id, args.n, 1)
     conc, conc_wall = series(template, run_id, args.n, args.concurrency)
+    pooled, pooled_wall = pooled_series(template, run_id, args.n, args.pool_size, args.hold)
     left = leftovers(run_id)
     if left != ([], []):
         sweep(run=run_id)
@@ -231,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         "server_python_imports_s": {"p50": statistics.median(imports), "min": min(imports)},
         "sequential": {**summarize(seq), "wall_s": seq_wall},
         "concurrent": {**summarize(conc), "wall_s": conc_wall},
+        "pooled": {**summarize(pooled), "wall_s": pooled_wall},
+        "pool": {"size": args.pool_size, "hold_s": args.hold},
         "ready_p50_over_docker_run_true": {
             name: statistics.median(s["ready"] for s in samples if "ready" in s) / bare_p50
-            for name, samples in (("sequential", seq), ("concurrent", conc))
+            for name, samples in (("sequential", seq), ("concurrent", conc), ("pooled", pooled))
             if any("ready" in s for s in samples)
         },
         "leaked": {"containers": left[0], "networks": left[1]},
@@ -243,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_report(result)
-    failed = len(result["sequential"]["failed"]) + len(result["concurrent"]["failed"])
+    failed = sum(len(result[k]["failed"]) for k in ("sequential", "concurrent", "pooled"))
     return 0 if left == ([], []) and not failed else 1
 
 
@@ -258,9 +308,13 @@ def print_report(r: dict[str, Any]) -> None:
         f"server container python start + imports: p50 {r['server_python_imports_s']['p50']:.3f}s\n"
         f"resolve_images (content hashes, once per run): {r['resolve_images_s']:.3f}s"
     )
-    for name in ("sequential", "concurrent"):
+    for name in ("sequential", "concurrent", "pooled"):
         s = r[name]
-        label = "sequential" if name == "sequential" else f"concurrency {r['concurrency']}"
+        label = {
+            "sequential": "sequential, cold",
+            "concurrent": f"concurrency {r['concurrency']}, cold",
+            "pooled": f"warm pool of {r['pool']['size']}, one attempt at a time, each held {r['pool']['hold_s']}s",
+        }[name]
         print(f"\n{label} (wall {s['wall_s']:.1f}s)        p50      p95")
         for k, v in s.items():
             if k not in ("wall_s", "failed"):
