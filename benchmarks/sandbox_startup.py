@@ -96,7 +96,7 @@ def one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
         t1 = time.perf_counter()
         sb.close()
         teardown = time.perf_counter() - t1
-    return {"ready": ready, "teardown": teardown, "host_cpu": host_cpu, **cpu, **handle.timings}
+    return {**handle.timings, "ready": ready, "teardown": teardown, "host_cpu": host_cpu, **cpu}
 
 
 def container_cpu_seconds(containers: dict[str, str]) -> dict[str, float]:
@@ -158,7 +158,8 @@ def pooled_series(
                 await asyncio.sleep(hold)
                 t1 = time.perf_counter()
                 await sb.__aexit__(None, None, None)
-                out.append({"ready": ready, "teardown": time.perf_counter() - t1})
+                # The handle's own "ready" is its sandbox's boot; here ready is what the attempt waited.
+                out.append({**sb.handle.timings, "ready": ready, "teardown": time.perf_counter() - t1})
         return out
 
     t0 = time.perf_counter()
@@ -208,7 +209,11 @@ def summarize(all_samples: list[dict[str, Any]]) -> dict[str, Any]:
     failed = [s for s in all_samples if "error" in s]
     cpu = sorted({k for s in samples for k in s if k.startswith("cpu_")})
     phases = [k for k in PHASES if all(k in s for s in samples)]
-    keys = ["ready", *phases, "teardown", "host_cpu", *cpu] if samples else []
+    keys = [
+        k
+        for k in ("ready", *phases, "teardown", "host_cpu", *cpu)
+        if samples and all(k in s for s in samples)
+    ]
     return {
         **{
             k: {"p50": statistics.median(s[k] for s in samples), "p95": pct([s[k] for s in samples], 95)}
@@ -239,6 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-typesense", action="store_true", help="PostgreSQL + server only")
     p.add_argument("--dataset", type=Path, default=None)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument(
+        "--series",
+        nargs="+",
+        choices=["sequential", "concurrent", "pooled"],
+        default=["sequential", "concurrent", "pooled"],
+    )
     p.add_argument("--pool-size", type=int, default=2, help="warm pool size for the pooled series")
     p.add_argument(
         "--hold", type=float, default=2.0, help="seconds each pooled sandbox is held (the attempt)"
@@ -258,9 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     one(template, run_id)  # warm-up (page cache, image layers), not counted
     bare = docker_run_true(5)
     imports = server_import_seconds(images["servers"], 3)
-    seq, seq_wall = series(template, run_id, args.n, 1)
-    conc, conc_wall = series(template, run_id, args.n, args.concurrency)
-    pooled, pooled_wall = pooled_series(template, run_id, args.n, args.pool_size, args.hold)
+    seq, seq_wall = series(template, run_id, args.n, 1) if "sequential" in args.series else ([], 0.0)
+    conc, conc_wall = (
+        series(template, run_id, args.n, args.concurrency) if "concurrent" in args.series else ([], 0.0)
+    )
+    pooled, pooled_wall = (
+        pooled_series(template, run_id, args.n, args.pool_size, args.hold)
+        if "pooled" in args.series
+        else ([], 0.0)
+    )
     left = leftovers(run_id)
     if left != ([], []):
         sweep(run=run_id)
@@ -310,6 +327,8 @@ def print_report(r: dict[str, Any]) -> None:
     )
     for name in ("sequential", "concurrent", "pooled"):
         s = r[name]
+        if not s["wall_s"]:
+            continue
         label = {
             "sequential": "sequential, cold",
             "concurrent": f"concurrency {r['concurrency']}, cold",
