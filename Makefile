@@ -19,8 +19,8 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 # With CONFIG=models.yaml (and DATASET=...): that model, k=K.
 bench: venv images
 ifeq ($(CONFIG),)
-	$(BIN)/tbx run --dataset $(DATASET) --agent oracle --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --out $(RESULTS)/demo-oracle --name oracle
-	$(BIN)/tbx run --dataset $(DATASET) --agent chaos --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --out $(RESULTS)/demo-chaos --name chaos
+	$(BIN)/tbx run --dataset $(DATASET) --agent oracle --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --restart-on-change --out $(RESULTS)/demo-oracle --name oracle
+	$(BIN)/tbx run --dataset $(DATASET) --agent chaos --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --restart-on-change --out $(RESULTS)/demo-chaos --name chaos
 	$(BIN)/tbx report $(RESULTS)/demo-oracle $(RESULTS)/demo-chaos --out $(RESULTS)/demo-report
 	@echo "report: $(RESULTS)/demo-report/report.html (and report.md)"
 else

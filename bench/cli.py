@@ -194,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sandboxes booted ahead per domain (a warm pool; 0 = cold start per attempt; default: concurrency)",
     )
     run.add_argument(
+        "--restart-on-change",
+        action="store_true",
+        help="if --out holds results of another bundle (code, dataset, images, agent, config), "
+        "move them to OUT/superseded/ and start over instead of refusing",
+    )
+    run.add_argument(
         "--plain",
         action="store_true",
         help="plain progress lines instead of the live view (automatic off a terminal)",

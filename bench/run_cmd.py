@@ -72,6 +72,7 @@ def run_command(args: argparse.Namespace) -> int:
         run_name=args.name,
         skip_rubrics=args.skip_rubrics,
         warm=warm,
+        restart_on_change=args.restart_on_change,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)

@@ -75,6 +75,9 @@ class RunOptions(BaseModel):
     # Sandboxes booted ahead per domain (sandbox.pool): the boot leaves the
     # attempt's critical path; each is still used by exactly one attempt.
     warm: int = Field(default=0, ge=0)
+    # When the output holds results of another bundle: set them aside and start
+    # over (instead of refusing).
+    restart_on_change: bool = False
 
 
 def default_concurrency() -> int:
@@ -109,11 +112,14 @@ class RunOutput:
 
     def __init__(self, out: Path):
         self.out = out
-        for sub in ("attempts", "states", "trajectories"):
-            (out / sub).mkdir(parents=True, exist_ok=True)
+        self.make_dirs()
         self.results = out / "results.jsonl"
         self.errors = out / "errors.jsonl"
         self._lock: Any = None
+
+    def make_dirs(self) -> None:
+        for sub in ("attempts", "states", "trajectories"):
+            (self.out / sub).mkdir(parents=True, exist_ok=True)
 
     def lock(self) -> None:
         """One writer per output directory: a second `tbx run` on it stops at once
@@ -247,6 +253,42 @@ def write_manifest(
 BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config")
 
 
+class BundleChanged(SystemExit):
+    """The output directory holds attempts of another bundle: resuming would mix
+    two builds (or datasets, agents, configs) in one score."""
+
+    def __init__(self, out: Path, changed: list[str], previous: dict[str, Any]):
+        self.out, self.changed, self.previous = out, changed, previous
+        super().__init__(
+            f"tbx run: {out} holds results of a different bundle ({', '.join(changed)} changed); "
+            "use a new --out, pass --restart-on-change to set the old results aside, or delete the directory"
+        )
+
+
+def set_aside(out: Path, previous: dict[str, Any]) -> Path:
+    """Move a superseded run's files under OUT/superseded/<run id>/ (nothing is deleted)."""
+    name = str(previous.get("run_id") or previous.get("started_at") or "previous").replace(":", "-")
+    dest = out / "superseded" / name
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = out / "superseded" / f"{name}-{n}"
+    dest.mkdir(parents=True)
+    for item in (
+        "results.jsonl",
+        "errors.jsonl",
+        "results.jsonl.partial",
+        "errors.jsonl.partial",
+        "manifest.json",
+        "attempts",
+        "states",
+        "trajectories",
+    ):
+        if (out / item).exists():
+            (out / item).rename(dest / item)
+    return dest
+
+
 def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     """Resuming: keep the first start time and the earlier run ids; refuse to mix
     attempts of a different bundle (code, dataset, images, agent, config) into one score."""
@@ -256,10 +298,7 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
     results = out / "results.jsonl"
     if changed and results.exists() and results.stat().st_size:
-        raise SystemExit(
-            f"tbx run: {out} holds results of a different bundle ({', '.join(changed)} changed); "
-            "use a new --out, or delete the directory to start over"
-        )
+        raise BundleChanged(out, changed, previous)
     manifest["started_at"] = previous.get("started_at", manifest.get("started_at"))
     manifest["resumed_at"] = datetime.now(UTC).isoformat()
     earlier = list(previous.get("previous_run_ids") or [])
@@ -555,7 +594,19 @@ class Runner:
         # Orphans included: containers of a killed run (on this output or not) go now.
         await asyncio.to_thread(sweep, None, STALE_AFTER, True)
         self.images = await asyncio.to_thread(resolve_images, True)
-        write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config, self.run_id)
+        try:
+            write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config, self.run_id)
+        except BundleChanged as change:
+            if not self.opts.restart_on_change:
+                raise
+            dest = set_aside(self.opts.out, change.previous)
+            print(
+                f"tbx run: {', '.join(change.changed)} changed since the results in {self.opts.out}; "
+                f"they are now in {dest}, starting over",
+                file=sys.stderr,
+            )
+            self.output.make_dirs()
+            write_manifest(self.opts.out, self.bench, self.opts, self.images, self.config, self.run_id)
         skip = self.output.done(self.opts.retry_errors)
         todo = [(t, r) for t in tasks for r in range(self.opts.repeat) if (t.id, r) not in skip]
         self.total = len(todo)

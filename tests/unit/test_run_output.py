@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.runner import BUNDLE_KEYS, RunOutput, merge_previous_manifest
+from bench.runner import BUNDLE_KEYS, BundleChanged, RunOutput, merge_previous_manifest, set_aside
 
 
 def test_done_skips_finished_attempts_and_reruns_errors_only_when_asked(tmp_path: Path) -> None:
@@ -67,3 +67,25 @@ def test_resume_keeps_history_and_refuses_a_different_bundle(tmp_path: Path) -> 
     # Without results there is nothing to mix: a changed bundle may reuse the directory.
     (tmp_path / "results.jsonl").write_text("")
     merge_previous_manifest(tmp_path, _manifest(image_digests="other"))
+
+
+def test_a_superseded_run_is_set_aside_whole(tmp_path: Path) -> None:
+    out = RunOutput(tmp_path)
+    out.lock()
+    out.append(out.results, json.dumps({"task_id": "a", "repeat": 0, "system_error": False}))
+    (tmp_path / "attempts" / "att-1.json").write_text("{}")
+    (tmp_path / "manifest.json").write_text(json.dumps(_manifest()))
+    with pytest.raises(BundleChanged) as change:
+        merge_previous_manifest(tmp_path, _manifest(git_commit="newer"))
+    assert change.value.changed == ["git_commit"]
+
+    dest = set_aside(tmp_path, change.value.previous)
+    assert dest == tmp_path / "superseded" / "run-1"
+    assert (dest / "results.jsonl").read_text().count("\n") == 1
+    assert (dest / "attempts" / "att-1.json").exists() and (dest / "manifest.json").exists()
+    assert not out.results.exists() and not (tmp_path / "manifest.json").exists()
+    out.make_dirs()
+    assert out.done(retry_errors=False) == set()
+    # A second supersession of the same run id does not overwrite the first.
+    out.append(out.results, "{}")
+    assert set_aside(tmp_path, change.value.previous) == tmp_path / "superseded" / "run-1-2"
