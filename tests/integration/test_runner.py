@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,7 @@ def test_run_resume_retry_and_report(tmp_path: Path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["agent"] == "oracle" and len(manifest["bundle_hash"]) == 64
     for r in rows:
-        record = json.loads((out / f"attempts/{r.model_extra['attempt_id']}.json").read_text())
+        record = json.loads((out / f"attempts/{(r.model_extra or {})['attempt_id']}.json").read_text())
         assert record["verdict"]["strict"] is True
 
     # Resume: nothing left to do, nothing re-run.
@@ -95,26 +98,14 @@ def _run_containers(run_id: str) -> list[str]:
     return [c.name for c in found]
 
 
-def test_resume_after_sigkill_mid_run(tmp_path: Path) -> None:
-    """A run killed with SIGKILL between attempts (no cleanup code runs) resumes on
-    the same --out: finished attempts are kept, the rest run once, the killed run's
-    containers are swept and the report reads the directory."""
-    import os
-    import signal
-    import time
-
-    out = tmp_path / "run"
-    tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
-    common = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "2"]
-    common += ["--concurrency", "1", "--out", str(out), "--golden-cache", str(tmp_path / "golden"), "--plain"]
-
+def _signal_after_first_row(args: list[str], results: Path, sig: int) -> subprocess.Popen[str]:
+    """Start `tbx <args>`, send `sig` once the first result row is on disk, wait for the exit."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.cli", *common, "--warm", "0"],
+        [sys.executable, "-m", "bench.cli", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    results = out / "results.jsonl"
     deadline = time.monotonic() + 480
     try:
         while time.monotonic() < deadline and proc.poll() is None:
@@ -122,13 +113,44 @@ def test_resume_after_sigkill_mid_run(tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         assert proc.poll() is None, (
-            f"run ended before it could be killed: {proc.stderr.read() if proc.stderr else ''}"
+            f"run ended before the signal: {proc.stderr.read() if proc.stderr else ''}"
         )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+    return proc
+
+
+def test_ctrl_c_mid_run_leaves_no_container_and_a_readable_output(tmp_path: Path) -> None:
+    """SIGINT while attempts run and the warm pool boots: the run stops, removes
+    every container and network it made, and what it wrote reads cleanly."""
+    from sandbox.sweeper import leftovers
+
+    out = tmp_path / "run"
+    tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
+    args = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "3"]
+    args += ["--concurrency", "2", "--warm", "2", "--out", str(out), "--golden-cache", str(tmp_path / "g")]
+    proc = _signal_after_first_row([*args, "--plain"], out / "results.jsonl", signal.SIGINT)
+    assert proc.returncode != 0
+    run_id = json.loads((out / "manifest.json").read_text())["run_id"]
+    assert leftovers(run_id) == ([], [])
+    rows = read_rows(out / "results.jsonl")
+    assert 1 <= len(rows) < 6 and all(r.passed for r in rows if not r.system_error)
+
+
+def test_resume_after_sigkill_mid_run(tmp_path: Path) -> None:
+    """A run killed with SIGKILL between attempts (no cleanup code runs) resumes on
+    the same --out: finished attempts are kept, the rest run once, the killed run's
+    containers are swept and the report reads the directory."""
+    out = tmp_path / "run"
+    tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
+    common = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "2"]
+    common += ["--concurrency", "1", "--out", str(out), "--golden-cache", str(tmp_path / "golden"), "--plain"]
+
+    results = out / "results.jsonl"
+    _signal_after_first_row([*common, "--warm", "0"], results, signal.SIGKILL)
     killed_run = json.loads((out / "manifest.json").read_text())["run_id"]
     before = results.read_text().splitlines()
     assert 1 <= len(before) < 4
