@@ -3,12 +3,28 @@ per variant (the tools themselves are shared, see `servers.zendesk.tools`)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 # A custom ticket field of a variant: (name, kind) where kind is "str",
 # "float" or a tuple (enum class name, allowed values).
 EnumKind = tuple[str, tuple[str, ...]]
 FieldDef = tuple[str, "str | EnumKind"]
+
+
+def custom_ticket_fields(domain: str) -> tuple[FieldDef, ...]:
+    """The domain's custom ticket fields, read from its generated table metadata:
+    the `zendesk_tickets` fields after `due_at`, in order (one source for the
+    table, the seed validation and the create/update tool inputs)."""
+    tables = importlib.import_module(f"servers.{domain}.tables").TABLES
+    spec = next(t for t in tables if t.name == "zendesk_tickets")
+    names = [fs.name for fs in spec.fields]
+    custom = spec.fields[names.index("due_at") + 1 :]
+    return tuple(
+        (fs.name, (fs.enum_name or fs.name, fs.enum_values) if fs.kind == "enum" else fs.kind)
+        for fs in custom
+    )
+
 
 # Tags the travel desk never stores on a ticket (compared case-insensitively).
 TRAVEL_IGNORED_TAGS = frozenset({"vip-customer", "repeat-issue", "hotel-partner-escalation"})
@@ -32,165 +48,30 @@ class Variant:
     full_comparisons: bool = True
 
 
-_YES_NO: EnumKind = ("ApprovalRequired", ("yes", "no"))
-
 GENERIC = Variant(name="generic", null_clears_lists=True, full_comparisons=False)
 
 AUTO_INSURANCE = Variant(
     name="auto_insurance",
-    ticket_fields=(
-        ("request_category", "str"),
-        ("claims_action_type", "str"),
-        ("effective_date_of_change", "str"),
-        ("internal_review_type", "str"),
-        ("outcome_summary", "str"),
-        ("escalation_level", "str"),
-        ("user_type", "str"),
-    ),
+    ticket_fields=custom_ticket_fields("auto_insurance"),
     status_violations=True,
 )
 
 CONSULTING = Variant(
     name="consulting",
-    ticket_fields=(
-        ("engagement_code", "str"),
-        ("approval_required", _YES_NO),
-        ("approver_id", "str"),
-        ("asset_id", "str"),
-        ("catalog_id", "str"),
-        ("client_id", "str"),
-        ("expense_report_id", "str"),
-        ("course_id", "str"),
-        ("folder_id", "str"),
-        (
-            "device_type",
-            ("DeviceType", ("laptop", "phone", "monitor", "docking_station", "headset", "peripheral")),
-        ),
-        ("hardware_order_id", "str"),
-        ("access_type", ("AccessType", ("full_access", "read_only", "contributor", "admin"))),
-        ("license_pool", ("LicensePool", ("standard", "enterprise"))),
-    ),
+    ticket_fields=custom_ticket_fields("consulting"),
     status_violations=True,
 )
 
 NEOBANK = Variant(
     name="neobank",
-    ticket_fields=(
-        (
-            "resolution_category",
-            (
-                "ResolutionCategory",
-                (
-                    "provisioned",
-                    "approved",
-                    "denied",
-                    "information_provided",
-                    "escalated_it_ops",
-                    "escalated_it_inf",
-                    "escalated_it_sec",
-                    "escalated_ops",
-                    "escalated_compl",
-                    "escalated_engin",
-                    "backlogged",
-                    "duplicate",
-                    "cancelled",
-                    "resolved_by_requester",
-                ),
-            ),
-        ),
-        (
-            "owner",
-            (
-                "Owner",
-                (
-                    "it_support",
-                    "it_ops_team",
-                    "it_inf_team",
-                    "it_sec_team",
-                    "ops_team",
-                    "comp_team",
-                    "engin_team",
-                ),
-            ),
-        ),
-        ("access_expiry_date", "str"),
-        ("approval_required", _YES_NO),
-        (
-            "approval_status",
-            ("ApprovalStatus", ("not_required", "pending", "approved", "rejected", "escalated")),
-        ),
-        ("approver_id", "str"),
-        ("approval_request_ids", "str"),
-        ("business_justification", "str"),
-        (
-            "incident_severity",
-            ("IncidentSeverity", ("sev1_critical", "sev2_high", "sev3_medium", "sev4_low")),
-        ),
-        ("customer_impact", ("CustomerImpact", ("yes_active", "yes_potential", "no_impact"))),
-        ("asset_id", "str"),
-    ),
+    ticket_fields=custom_ticket_fields("neobank"),
     csv_lists=True,
     status_violations=True,
 )
 
 TRAVEL = Variant(
     name="travel",
-    ticket_fields=(
-        ("booking_reference", "str"),
-        ("hotel_id", "str"),
-        ("check_in_date", "str"),
-        ("booking_value", "float"),
-        (
-            "request_type_detail",
-            (
-                "RequestTypeDetail",
-                (
-                    "modify-dates",
-                    "modify-guests",
-                    "modify-room-type",
-                    "modify-board-type",
-                    "cancel-booking",
-                    "request-refund",
-                    "add-special-request",
-                    "billing-inquiry",
-                    "post-stay-issue",
-                    "other",
-                ),
-            ),
-        ),
-        ("corporate_account_id", "str"),
-        ("group_booking_id", "str"),
-        (
-            "resolution_action",
-            (
-                "ResolutionAction",
-                (
-                    "refund-full",
-                    "refund-partial",
-                    "modification-completed",
-                    "escalated-hotel",
-                    "policy-applied-no-action",
-                    "information-provided",
-                    "voucher-issued",
-                ),
-            ),
-        ),
-        ("refund_amount", "float"),
-        (
-            "escalation_reason",
-            (
-                "EscalationReason",
-                (
-                    "same-day-modification",
-                    "hotel-confirmation-required",
-                    "large-group-booking",
-                    "system-error",
-                    "high-value-dispute",
-                    "guest-complaint",
-                ),
-            ),
-        ),
-    ),
+    ticket_fields=custom_ticket_fields("travel"),
     travel_tags=True,
 )
 
