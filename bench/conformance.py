@@ -223,9 +223,14 @@ def conformance_command(args: argparse.Namespace) -> int:
             mark = "ok" if not info else "MISMATCH"
             print(f"{mark:8} {task.id}", file=sys.stderr, flush=True)
 
-    reports = asyncio.run(
-        run_conformance(bench, traces_dir, args.domain, task_ids, args.concurrency, args.runtime, progress)
-    )
+    from bench.signals import stop_signals_as_interrupt
+
+    with stop_signals_as_interrupt():
+        reports = asyncio.run(
+            run_conformance(
+                bench, traces_dir, args.domain, task_ids, args.concurrency, args.runtime, progress
+            )
+        )
     if args.json:
         print(json.dumps({"domains": {d: r.model_dump() for d, r in reports.items() if r.total}}, indent=2))
     else:

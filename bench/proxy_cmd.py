@@ -11,15 +11,13 @@ then serves until Ctrl-C/SIGTERM. Attempts are registered over the admin API
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bench.dataset import Benchmark, Task
+from bench.signals import stop_signals_as_interrupt
 from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
 
 
@@ -45,22 +43,8 @@ def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
     )
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises KeyboardInterrupt, so teardown runs for both."""
-
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def wait_for_interrupt() -> None:
-    """Block until Ctrl-C (or SIGTERM inside `sigterm_as_interrupt`)."""
+    """Block until Ctrl-C (or SIGTERM/SIGHUP inside `stop_signals_as_interrupt`)."""
     stop = threading.Event()
     try:
         while not stop.wait(3600):
@@ -76,7 +60,7 @@ def proxy_command(args: argparse.Namespace) -> int:
         call_timeout=args.call_timeout or DEFAULT_CALL_TIMEOUT,
         max_request_bytes=args.max_request_bytes or DEFAULT_MAX_REQUEST_BYTES,
     )
-    with sigterm_as_interrupt(), proxy:
+    with stop_signals_as_interrupt(), proxy:
         info = {"mcp_url": proxy.url, "admin_url": proxy.admin_url, "admin_token": proxy.admin_token}
         if args.json:
             print(json.dumps(info), flush=True)

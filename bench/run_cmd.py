@@ -11,6 +11,7 @@ from typing import Any
 from bench.dataset import Task, default_root, load_benchmark
 from bench.progress import RunProgress
 from bench.runner import Runner, RunOptions, check_memory, default_concurrency
+from bench.signals import stop_signals_as_interrupt
 
 
 def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> list[Task]:
@@ -82,7 +83,7 @@ def run_command(args: argparse.Namespace) -> int:
         f"concurrency {concurrency}, warm {warm} -> {opts.out}",
         file=sys.stderr,
     )
-    with progress.attach(runner):
+    with stop_signals_as_interrupt(), progress.attach(runner):
         counts = asyncio.run(runner.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "

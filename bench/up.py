@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.proxy_cmd import ToolPolicy, sigterm_as_interrupt, wait_for_interrupt
+from bench.proxy_cmd import ToolPolicy, wait_for_interrupt
+from bench.signals import stop_signals_as_interrupt
 from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, Registration
 from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
@@ -111,7 +112,7 @@ def up_command(args: argparse.Namespace) -> int:
         port=getattr(args, "proxy_port", 0) or 0,
         call_timeout=getattr(args, "call_timeout", None) or DEFAULT_CALL_TIMEOUT,
     )
-    with sigterm_as_interrupt(), Sandbox(request) as sb, proxy:
+    with stop_signals_as_interrupt(), Sandbox(request) as sb, proxy:
         assert sb.handle is not None
         reg = proxy.register(
             sb.handle.attempt_id,

@@ -123,16 +123,18 @@ def _signal_after_first_row(args: list[str], results: Path, sig: int) -> subproc
     return proc
 
 
-def test_ctrl_c_mid_run_leaves_no_container_and_a_readable_output(tmp_path: Path) -> None:
-    """SIGINT while attempts run and the warm pool boots: the run stops, removes
-    every container and network it made, and what it wrote reads cleanly."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_stop_signal_mid_run_leaves_no_container_and_a_readable_output(tmp_path: Path, sig: int) -> None:
+    """Ctrl-C, `kill` or a closed terminal while attempts run and the warm pool
+    boots: the run stops, removes every container and network it made, and what
+    it wrote reads cleanly."""
     from sandbox.sweeper import leftovers
 
     out = tmp_path / "run"
     tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
     args = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "3"]
     args += ["--concurrency", "2", "--warm", "2", "--out", str(out), "--golden-cache", str(tmp_path / "g")]
-    proc = _signal_after_first_row([*args, "--plain"], out / "results.jsonl", signal.SIGINT)
+    proc = _signal_after_first_row([*args, "--plain"], out / "results.jsonl", sig)
     assert proc.returncode != 0
     run_id = json.loads((out / "manifest.json").read_text())["run_id"]
     assert leftovers(run_id) == ([], [])
