@@ -174,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="models config YAML (agent, user, judge roles; prices)")
     run.add_argument("--repeat", type=int, default=20, help="attempts per task (k)")
     run.add_argument(
-        "--concurrency", type=int, default=0, help="attempts at once (default: from cores and memory)"
+        "--concurrency",
+        type=int,
+        default=0,
+        help="attempts at once (default: built-in agents one per core; model agents from memory, up to 8)",
     )
     run.add_argument("--out", required=True, help="output directory (re-running resumes it)")
     run.add_argument(

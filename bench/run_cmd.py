@@ -58,7 +58,7 @@ def run_command(args: argparse.Namespace) -> int:
             cfg = getattr(config, role)
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
-    concurrency = args.concurrency or default_concurrency()
+    concurrency = args.concurrency or default_concurrency(model_agent=not builtin)
     warm = concurrency if args.warm is None else args.warm
     check_memory(concurrency, warm)
     opts = RunOptions(

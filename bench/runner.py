@@ -80,14 +80,21 @@ class RunOptions(BaseModel):
     restart_on_change: bool = False
 
 
-def default_concurrency() -> int:
-    """Cores, capped by memory: each attempt holds three containers."""
+def default_concurrency(model_agent: bool = False) -> int:
+    """Attempts at once. Built-in agents keep the CPU busy (sandbox boots dominate,
+    ~3.5 CPU-s per attempt): one per core. A model agent mostly waits on its
+    endpoint, so memory is the bound: each attempt and each warm sandbox holds
+    three containers (MEMORY_PER_ATTEMPT_GIB), half of it kept for the warm pool,
+    capped at 8 so a small machine's boots do not fall behind."""
     cores = os.cpu_count() or 2
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
         mem_gib = 8.0
-    return max(1, min(cores, int(mem_gib // MEMORY_PER_ATTEMPT_GIB)))
+    by_memory = int(mem_gib // MEMORY_PER_ATTEMPT_GIB)
+    if model_agent:
+        return max(1, min(8, by_memory // 2))
+    return max(1, min(cores, by_memory // 2))
 
 
 def check_memory(concurrency: int, warm: int = 0) -> None:

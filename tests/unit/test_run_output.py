@@ -89,3 +89,27 @@ def test_a_superseded_run_is_set_aside_whole(tmp_path: Path) -> None:
     # A second supersession of the same run id does not overwrite the first.
     out.append(out.results, "{}")
     assert set_aside(tmp_path, change.value.previous) == tmp_path / "superseded" / "run-1-2"
+
+
+@pytest.mark.parametrize(
+    ("cores", "gib", "builtin", "model"),
+    [(2, 24, 2, 8), (2, 6, 2, 2), (16, 24, 8, 8), (8, 3, 1, 1)],
+)
+def test_default_concurrency_fits_cores_and_memory(
+    monkeypatch: pytest.MonkeyPatch, cores: int, gib: int, builtin: int, model: int
+) -> None:
+    import os
+
+    from bench.runner import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
+
+    page = 4096
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "sysconf", lambda name: page if name == "SC_PAGE_SIZE" else gib * 2**30 // page)
+    assert default_concurrency() == builtin
+    assert default_concurrency(model_agent=True) == model
+    # The default leaves room for a warm pool as large as the concurrency.
+    for c in (builtin, model):
+        assert 2 * c * MEMORY_PER_ATTEMPT_GIB <= gib
+        check_memory(c, warm=c)
+    with pytest.raises(SystemExit, match="lower --concurrency or --warm"):
+        check_memory(gib, warm=gib)
