@@ -55,6 +55,7 @@ from bench.llm import LLMClient, ModelEndpointError, UsageLedger
 from bench.models_config import ModelsConfig, ModelsConfigError
 from bench.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.user_sim import LLMUser, UserPolicy
+from sandbox.proxy import list_all_tools
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
@@ -155,18 +156,6 @@ async def mcp_client(url: str, headers: Mapping[str, str] | None = None) -> Asyn
     else:
         async with Client(url) as client:
             yield client
-
-
-async def list_all_tools(client: Client) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    for _ in range(100):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
 
 
 def _single(exc: BaseException) -> BaseException:

@@ -41,6 +41,7 @@ from bench.dataset import Benchmark, Task
 from bench.golden import GoldenStore
 from bench.models_config import ModelsConfig
 from bench.proxy_cmd import task_tool_policy
+from bench.regrade import task_rubrics
 from bench.replay import dump_state
 from bench.results import ResultRow, RoleUsage
 from bench.trajectory import Trajectory
@@ -424,7 +425,7 @@ class Runner:
                 self.counts["alive"] -= 1
             timings["teardown"] = time.monotonic() - t
             t = time.monotonic()
-            rubrics = list(self.bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
+            rubrics = task_rubrics(self.bench, task)
             rubrics_skipped = bool(rubrics) and self.opts.skip_rubrics
             if rubrics_skipped:
                 rubrics = []
@@ -583,6 +584,21 @@ class Runner:
         if self.progress:
             self.progress(self, task, repeat, f"system error: {message[:200]}")
 
+    async def compute_goldens(self, tasks: list[Task], sem: asyncio.Semaphore) -> list[tuple[str, Exception]]:
+        """Each task's golden end state (once per task, in separate sandboxes,
+        `sem` bounding how many at once), cached; returns the failures."""
+        failures: list[tuple[str, Exception]] = []
+
+        async def one(task: Task) -> None:
+            async with sem:
+                try:
+                    await self.golden.get(task)
+                except Exception as exc:
+                    failures.append((task.id, exc))
+
+        await asyncio.gather(*(one(t) for t in tasks))
+        return failures
+
     def preflight(self, tasks: list[Task]) -> None:
         """Errors that must stop a run before any sandbox starts."""
         rubric_tasks = [t.id for t in tasks if t.has_rubrics]
@@ -631,18 +647,12 @@ class Runner:
                 await self.attempt(task, repeat, proxy, clients)
 
         try:
-            # Golden states first (once per task, in separate sandboxes, concurrently),
-            # so a task whose golden replay fails is reported before its attempts start.
-            async def golden(task: Task) -> None:
-                async with sem:
-                    try:
-                        await self.golden.get(task)
-                    except Exception as exc:
-                        print(f"tbx run: golden replay of {task.id} failed: {exc}", file=sys.stderr)
-
+            # Golden states first, so a task whose golden replay fails is reported
+            # before its attempts start (those attempts then end as system errors).
             unique = {t.id: t for t, _ in todo}
             self.phase = f"golden end states of {len(unique)} tasks (cached after the first run)"
-            await asyncio.gather(*(golden(t) for t in unique.values()))
+            for task_id, exc in await self.compute_goldens(list(unique.values()), sem):
+                print(f"tbx run: golden replay of {task_id} failed: {exc}", file=sys.stderr)
             self.phase = f"attempts, concurrency {self.opts.concurrency}"
             self.started = time.monotonic()
             await asyncio.gather(*(one(t, r) for t, r in todo))

@@ -35,7 +35,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_loop import list_all_tools, mcp_client, mcp_tool_to_openai, run_attempt_agent
+from bench.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
 from bench.attempt_state import initial_state, sandbox_request
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.llm import LLMClient
@@ -44,6 +44,7 @@ from bench.models_config import RoleConfig
 from bench.replay import dump_state
 from judge.canonical import state_hash
 from sandbox.labels import new_id
+from sandbox.proxy import list_all_tools
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.sweeper import sweep
 from servers.engine.seeding import copy_rows

@@ -112,13 +112,10 @@ def run_once(
 
 
 async def _goldens(runner: Runner, tasks: list[Any]) -> None:
-    sem = asyncio.Semaphore(2)
-
-    async def one(task: Any) -> None:
-        async with sem:
-            await runner.golden.get(task)
-
-    await asyncio.gather(*(one(t) for t in tasks))
+    failures = await runner.compute_goldens(tasks, asyncio.Semaphore(2))
+    if failures:
+        task_id, exc = failures[0]
+        raise SystemExit(f"golden replay of {task_id} failed ({len(failures)} in all): {exc}")
 
 
 def main() -> int:

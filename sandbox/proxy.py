@@ -600,7 +600,7 @@ class ProxyServer:
         for domain, url in upstreams.items():
             try:
                 client = await stack.enter_async_context(upstream_client(url))
-                tools = await _list_all(client)
+                tools = await list_all_tools(client)
             except Exception as exc:
                 raise ProxyError(
                     f"attempt {attempt.attempt_id}: cannot reach the {domain} server at {url}: {_leaf(exc)!r}"
@@ -754,14 +754,16 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _list_all(client: Client) -> list[types.Tool]:
+async def list_all_tools(client: Client) -> list[types.Tool]:
+    """Every tool an MCP server lists, following pagination (at most 100 pages;
+    an empty cursor ends the listing like a missing one)."""
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(100):
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
         cursor = page.next_cursor
-        if cursor is None:
+        if not cursor:
             break
     return tools
 
