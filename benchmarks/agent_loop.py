@@ -2,7 +2,7 @@
 
 1. One retail sandbox (no Typesense); for each of the first N traced retail
    tasks, reseeded before every run: the golden calls played raw over MCP
-   (`bench.mcp_replay.replay_calls`, one session) vs. the `oracle` agent
+   (`bench.replay.mcp_calls.replay_calls`, one session) vs. the `oracle` agent
    through `run_attempt_agent` (session, tool listing, schema conversion,
    conversation bookkeeping, recording). Both are checked against the golden
    hash.
@@ -35,13 +35,13 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
-from bench.attempt_state import initial_state, sandbox_request
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
-from bench.llm import LLMClient
-from bench.mcp_replay import replay_calls
-from bench.models_config import RoleConfig
-from bench.replay import dump_state
+from bench.llm.client import LLMClient
+from bench.llm.config import RoleConfig
+from bench.replay.mcp_calls import replay_calls
+from bench.replay.sandboxed import dump_state
+from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
+from bench.run.request import initial_state, sandbox_request
 from judge.canonical import state_hash
 from sandbox.labels import new_id
 from sandbox.proxy import list_all_tools

@@ -13,9 +13,9 @@ import statistics
 import time
 from typing import Any
 
-from bench.conformance import compare, golden_canonical, load_traces
 from bench.dataset import default_root, load_benchmark
-from bench.replay import ReplayOutcome, replay_task
+from bench.replay.conformance import compare, golden_canonical, load_traces
+from bench.replay.sandboxed import ReplayOutcome, replay_task
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import resolve_images

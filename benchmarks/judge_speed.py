@@ -30,11 +30,11 @@ from pathlib import Path
 
 import psycopg
 
-from bench.attempt_state import initial_state, sandbox_request
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
-from bench.golden import GoldenStore, golden_calls
-from bench.mcp_replay import replay_calls
-from bench.replay import dump_state
+from bench.replay.mcp_calls import replay_calls
+from bench.replay.sandboxed import dump_state
+from bench.run.golden import GoldenStore, golden_calls
+from bench.run.request import initial_state, sandbox_request
 from judge.canonical import canonical_bytes, canonical_state, dump_canonical
 from judge.records import ToolCallView
 from judge.verdict import decide
@@ -102,7 +102,9 @@ async def run(args: argparse.Namespace) -> int:
             verdict = None
             for _ in range(args.n):
                 t0 = time.perf_counter()
-                with psycopg.connect(dsn, autocommit=True) as conn:  # what bench.replay.dump_state does
+                with psycopg.connect(
+                    dsn, autocommit=True
+                ) as conn:  # what bench.replay.sandboxed.dump_state does
                     t1 = time.perf_counter()
                     terminal = dump_canonical(conn, tables)
                 t2 = time.perf_counter()

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.dataset import default_root, load_benchmark
-from bench.results import read_rows
-from bench.runner import Runner, RunOptions
+from bench.run.results import read_rows
+from bench.run.runner import Runner, RunOptions
 from sandbox.sweeper import leftovers
 
 PHASES = ("sandbox_start", "initial_dump", "agent", "final_dump", "teardown", "judge")

@@ -43,8 +43,8 @@ from typing import Any
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-from bench.attempt_state import sandbox_request
 from bench.dataset import default_root, load_benchmark
+from bench.run.request import sandbox_request
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError

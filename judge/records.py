@@ -5,7 +5,7 @@
 * `Difference` - one labelled way an attempt's end state differs from golden.
 * `RubricAnswer` - one yes/no rubric question answered by the LLM judge.
 * `Verdict` - the judge's decision for one attempt.
-* `GoldenState` - a task's golden end state (computed by `bench.golden`).
+* `GoldenState` - a task's golden end state (computed by `bench.run.golden`).
 * `AttemptRecord` - the on-disk record of one attempt (RESULTS/attempts/*.json),
   written by the runner and read by `tbx judge regrade`.
 

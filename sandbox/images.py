@@ -197,5 +197,8 @@ def build_command(names: list[str], force: bool = False) -> int:
             return 2
         r = build_image(name, force=force)
         print(f"{'reused' if r.reused else 'built '} {r.tag:<36} {r.digest}  ({r.seconds:.1f}s)", flush=True)
-        prune_stale(name)
+        # Several checkouts sharing one daemon (worktrees, parallel CI jobs) would
+        # prune each other's tags: TBX_KEEP_IMAGES=1 keeps every older tag.
+        if not os.environ.get("TBX_KEEP_IMAGES"):
+            prune_stale(name)
     return 0

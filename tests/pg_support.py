@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 from bench.dataset import load_seed
-from bench.replay_local import ensure_tool_role, fresh_schema, reset_rows, seed_state
+from bench.replay.local import ensure_tool_role, fresh_schema, reset_rows, seed_state
 from servers.engine.rows import to_state_row
 from servers.engine.store import Store
 from servers.engine.tools import ERROR_PREFIX, NOMINAL_NOW, Domain, ToolContext, run_tool

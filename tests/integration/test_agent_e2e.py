@@ -18,12 +18,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from bench.agent_loop import run_attempt_agent
-from bench.attempt_state import initial_state, sandbox_request
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.models_config import ModelsConfig, parse_models_config
-from bench.replay import dump_state
-from bench.user_sim import STOP_TOKEN
+from bench.llm.config import ModelsConfig, parse_models_config
+from bench.replay.sandboxed import dump_state
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.user_sim import STOP_TOKEN
+from bench.run.request import initial_state, sandbox_request
 from judge.canonical import state_hash
 from sandbox.labels import new_id
 from sandbox.sandbox import AttemptHandle, Sandbox

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.conformance import load_traces, run_conformance
 from bench.dataset import load_benchmark
+from bench.replay.conformance import load_traces, run_conformance
 from sandbox import labels
 from sandbox.docker_client import docker_client
 

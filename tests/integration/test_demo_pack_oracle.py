@@ -1,5 +1,5 @@
 """The demo pack's golden calls in real sandboxes: one task per domain (five
-sandboxes, two at a time) replayed over MCP with `bench.replay.replay_task`
+sandboxes, two at a time) replayed over MCP with `bench.replay.sandboxed.replay_task`
 must start from the same state as the in-process replay on the host
 PostgreSQL, get the same reply to every call, and end in the same state,
 different from the initial one."""
@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.replay import ReplayOutcome, replay_task
-from bench.replay_local import fresh_schema, reset_rows, seed_state
+from bench.replay.local import fresh_schema, reset_rows, seed_state
+from bench.replay.sandboxed import ReplayOutcome, replay_task
 from judge.canonical import State, dump_canonical, state_hash
 from sandbox.labels import new_id
 from sandbox.sweeper import leftovers, sweep

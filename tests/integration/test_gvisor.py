@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.mcp_replay import replay_calls
+from bench.replay.mcp_calls import replay_calls
 from sandbox.docker_client import docker_client
 from sandbox.sandbox import AsyncSandbox, SandboxRequest
 from sandbox.services import Limits

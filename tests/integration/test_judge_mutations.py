@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from bench.dataset import Benchmark, load_benchmark
-from bench.golden import GoldenStore, golden_calls
-from bench.replay import ReplayOutcome, replay_task
+from bench.replay.sandboxed import ReplayOutcome, replay_task
+from bench.run.golden import GoldenStore, golden_calls
 from judge.canonical import State
 from judge.records import GoldenState, ToolCallView, Verdict
 from judge.verdict import decide

@@ -20,10 +20,10 @@ import httpx
 import mcp_types as types
 import pytest
 
-from bench.attempt_state import sandbox_request
+from bench.cli.proxy import task_tool_policy
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.proxy_cmd import task_tool_policy
-from bench.replay import dump_state
+from bench.replay.sandboxed import dump_state
+from bench.run.request import sandbox_request
 from sandbox.proxy import ProxyServer, Registration, proxy_client, upstream_client
 from sandbox.sandbox import Sandbox
 from sandbox.sweeper import leftovers, sweep

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bench.report import build_report, write_report
+from bench.report.markdown import build_report, write_report
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 DOMAINS = ("retail", "travel", "auto_insurance")

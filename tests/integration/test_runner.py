@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import read_rows
+from bench.run.results import read_rows
 
 pytestmark = pytest.mark.docker
 

@@ -13,9 +13,9 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from bench.attempt_state import sandbox_request
 from bench.dataset import load_benchmark
-from bench.mcp_replay import replay_calls
+from bench.replay.mcp_calls import replay_calls
+from bench.run.request import sandbox_request
 from sandbox.errors import SandboxError
 from sandbox.images import require_image
 from sandbox.sandbox import AttemptHandle, Sandbox

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench.mcp_replay import replay_calls
+from bench.replay.mcp_calls import replay_calls
 from judge.canonical import canonical_state, dump_canonical, state_hash
 from sandbox.sandbox import AttemptHandle
 from sandbox.services import PG_PORT

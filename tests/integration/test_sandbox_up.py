@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench.mcp_replay import replay_calls
+from bench.replay.mcp_calls import replay_calls
 from sandbox.sandbox import AttemptHandle
 from sandbox.sweeper import leftovers
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from bench.agent_loop import run_attempt_agent
-from bench.agents import PlanAgent, chaos_plan, golden_calls, noop_agent, oracle_agent, perturb
-from bench.agents.chaos import BROKEN_JSON, UNKNOWN_ARG, looks_like_read, write_classifier
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.models_config import ModelsConfigError
+from bench.llm.config import ModelsConfigError
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.agents import PlanAgent, chaos_plan, golden_calls, noop_agent, oracle_agent, perturb
+from bench.rollout.agents.chaos import BROKEN_JSON, UNKNOWN_ARG, looks_like_read, write_classifier
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("get_order", {"order_id": "ORD-1"}),

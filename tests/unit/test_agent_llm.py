@@ -1,4 +1,4 @@
-"""bench.llm and bench.models_config: retries, endpoint errors, usage accounting, config files."""
+"""bench.llm.client and bench.llm.config: retries, endpoint errors, usage accounting, config files."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from bench.llm import CallUsage, LLMClient, ModelEndpointError, UsageLedger
-from bench.models_config import (
+from bench.llm.client import CallUsage, LLMClient, ModelEndpointError, UsageLedger
+from bench.llm.config import (
     NO_KEY,
     ModelsConfig,
     ModelsConfigError,

@@ -1,4 +1,4 @@
-"""bench.agent_loop against a small real MCP server on 127.0.0.1 (no Docker):
+"""bench.rollout.agent_loop against a small real MCP server on 127.0.0.1 (no Docker):
 tool schema conversion, finish reasons, call recording, headers, errors."""
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from bench.agent_loop import (
+from bench.dataset import ScenarioTool
+from bench.llm.client import LLMClient, ModelEndpointError, ToolCallRequest, UsageLedger
+from bench.llm.config import RoleConfig
+from bench.rollout.agent_loop import (
     LoopSpec,
     McpEndpointError,
     apply_overrides,
@@ -25,12 +28,9 @@ from bench.agent_loop import (
     parse_arguments,
     run_loop,
 )
-from bench.agents import AgentStep, LLMAgent, PlanAgent, ScriptedUser
-from bench.dataset import ScenarioTool
-from bench.llm import LLMClient, ModelEndpointError, ToolCallRequest, UsageLedger
-from bench.models_config import RoleConfig
-from bench.trajectory import UserTurn
-from bench.user_sim import STOP_TOKEN, LLMUser
+from bench.rollout.agents import AgentStep, LLMAgent, PlanAgent, ScriptedUser
+from bench.rollout.trajectory import UserTurn
+from bench.rollout.user_sim import STOP_TOKEN, LLMUser
 
 SET_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from bench.agents import ScriptedUser
-from bench.user_sim import CLOSING, NO_ANSWER, STOP_TOKEN, build_prompt, clean_reply, render_transcript
+from bench.rollout.agents import ScriptedUser
+from bench.rollout.user_sim import (
+    CLOSING,
+    NO_ANSWER,
+    STOP_TOKEN,
+    build_prompt,
+    clean_reply,
+    render_transcript,
+)
 
 
 def test_clean_reply_strips_labels_quotes_and_detects_the_stop_token() -> None:

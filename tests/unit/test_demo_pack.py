@@ -17,7 +17,7 @@ import pytest
 
 from bench.dataset import Benchmark, Task, load_benchmark, validate_command
 from bench.dataset.models import CHECK_DATABASE, CHECK_RUBRICS
-from bench.replay_local import fresh_schema, is_error_reply, reset_rows, seed_state
+from bench.replay.local import fresh_schema, is_error_reply, reset_rows, seed_state
 from judge.canonical import State, dump_canonical, state_hash
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
@@ -49,7 +49,7 @@ def test_validate_command_reports_no_problem() -> None:
 def test_tasks_list_prints_the_release_in_order(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from bench.cli import main
+    from bench.cli.main import main
 
     assert main(["tasks", "list", str(PACK), "--domain", "travel", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

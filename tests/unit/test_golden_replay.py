@@ -1,5 +1,5 @@
 """Every task of the release list, per domain, replayed in-process against the
-host PostgreSQL through the same core as `python -m bench.replay_local`:
+host PostgreSQL through the same core as `python -m bench.replay.local`:
 seed + data_patch, then every golden call through `run_tool`.
 
 * no golden call may fail (unserved tool or error envelope), held-out tasks included;
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from bench.dataset import Benchmark
-from bench.replay_local import DomainReplay, replay_domain
+from bench.replay.local import DomainReplay, replay_domain
 from judge.canonical import dump_canonical, state_hash
 from servers.registry import load_domain
 

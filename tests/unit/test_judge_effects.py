@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bench.attempt_state import initial_state
 from bench.dataset import load_benchmark
+from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from judge.effects import StateShapeError, compute_effects, golden_differences
 from judge.records import Effects

@@ -1,6 +1,6 @@
 """The golden end-state cache: one replay per key (also under concurrency),
 reuse from disk, invalidation by seed and image digest, loud failure of a
-golden call that errors. `bench.replay.replay_task` is replaced by a counter
+golden call that errors. `bench.replay.sandboxed.replay_task` is replaced by a counter
 that serves the reference's golden state (no sandbox)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-import bench.golden as golden_mod
-import bench.replay as replay_mod
-from bench.attempt_state import initial_state
+import bench.replay.sandboxed as replay_mod
+import bench.run.golden as golden_mod
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.golden import GoldenNotCached, GoldenReplayError, GoldenStore
-from bench.mcp_replay import CallRecord
-from bench.replay import ReplayOutcome
+from bench.replay.mcp_calls import CallRecord
+from bench.replay.sandboxed import ReplayOutcome
+from bench.run.golden import GoldenNotCached, GoldenReplayError, GoldenStore
+from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from servers.registry import load_domain
 

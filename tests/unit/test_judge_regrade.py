@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-import bench.golden as golden_mod
-import bench.regrade as regrade_mod
-from bench.attempt_state import initial_state
-from bench.cli import main
+import bench.run.golden as golden_mod
+import bench.run.regrade as regrade_mod
+from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
-from bench.golden import GoldenStore
+from bench.run.golden import GoldenStore
+from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from judge.records import (
     AttemptRecord,

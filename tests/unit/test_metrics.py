@@ -1,4 +1,4 @@
-"""bench.metrics and bench.results against hand-computed values."""
+"""bench.report.metrics and bench.run.results against hand-computed values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench.metrics import (
+from bench.llm.config import Price
+from bench.report.metrics import (
     mark_pareto,
     pareto_frontier,
     pass_at_k,
@@ -17,8 +18,7 @@ from bench.metrics import (
     run_metrics,
     wilson_interval,
 )
-from bench.models_config import Price
-from bench.results import ResultRow, ResultsError, load_run, read_rows
+from bench.run.results import ResultRow, ResultsError, load_run, read_rows
 
 
 def row(task: str, repeat: int, domain: str, passed: bool, **kw: Any) -> ResultRow:

@@ -17,7 +17,7 @@ import pytest
 from pg_support import DomainTools, err
 
 from bench.dataset import Benchmark
-from bench.replay_local import replay_domain
+from bench.replay.local import replay_domain
 from servers.engine.store import Store
 from servers.neobank import common
 from servers.neobank.domain import DOMAIN, MAIN_TOOLS

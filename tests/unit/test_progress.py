@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from bench.progress import RunProgress, eta_seconds, status_line
+from bench.cli.progress import RunProgress, eta_seconds, status_line
 
 
 @dataclass
@@ -73,7 +73,13 @@ def test_live_panel_shows_figures_and_lists_only_non_passing_attempts() -> None:
     assert "t.py:two #2: system error: DockerUnavailable" in text
     assert "t.py:two #0: passed" not in text
     # The final redraw of the panel (Live prints it once more on exit).
-    for figure in ("3/5 attempts", "pass 50.0%", "failed 1", "system errors 1", "sandboxes alive 2 (+2 warm)"):
+    for figure in (
+        "3/5 attempts",
+        "pass 50.0%",
+        "failed 1",
+        "system errors 1",
+        "sandboxes alive 2 (+2 warm)",
+    ):
         assert figure in text, figure
     assert "eta 00:20" in text or "eta 00:19" in text or "eta 00:21" in text
 

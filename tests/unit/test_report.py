@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bench.cli import main
-from bench.report import build_report, fmt_usd, render_markdown, report_json
+from bench.cli.main import main
+from bench.report.markdown import build_report, fmt_usd, render_markdown, report_json
 
 
 def write_run(

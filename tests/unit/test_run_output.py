@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.runner import BUNDLE_KEYS, BundleChanged, RunOutput, merge_previous_manifest, set_aside
+from bench.run.runner import BUNDLE_KEYS, BundleChanged, RunOutput, merge_previous_manifest, set_aside
 
 
 def test_done_skips_finished_attempts_and_reruns_errors_only_when_asked(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_a_second_writer_of_the_same_directory_is_refused(tmp_path: Path) -> Non
     first = RunOutput(tmp_path)
     first.lock()
     code = (
-        "import sys; from pathlib import Path; from bench.runner import RunOutput; "
+        "import sys; from pathlib import Path; from bench.run.runner import RunOutput; "
         f"RunOutput(Path({str(tmp_path)!r})).lock()"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -100,7 +100,7 @@ def test_default_concurrency_fits_cores_and_memory(
 ) -> None:
     import os
 
-    from bench.runner import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
+    from bench.run.runner import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
 
     page = 4096
     monkeypatch.setattr(os, "cpu_count", lambda: cores)

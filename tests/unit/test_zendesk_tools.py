@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from pg_support import domain_seed
 
-from bench.replay_local import fresh_schema, reset_rows
+from bench.replay.local import fresh_schema, reset_rows
 from judge.canonical import dump_canonical
 from servers.engine.schema import TableSpec
 from servers.engine.seeding import initial_rows

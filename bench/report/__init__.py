@@ -1,0 +1,1 @@
+"""From results to numbers and pages: metrics, report.md, report.html."""

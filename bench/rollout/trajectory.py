@@ -1,0 +1,121 @@
+"""The record of one attempt's conversation: what the agent saw and did.
+
+`messages` are the OpenAI chat messages after the system prompt, in order
+(user, assistant with optional `tool_calls`, tool). The system prompt itself
+is not repeated in every trajectory: `system_prompts` names its parts and
+their SHA-256 (they come from the pinned dataset). `tool_calls` holds every
+call the agent made, with the exact reply it got; `user_turns` holds every
+simulated-user turn, with the prompt and raw completion of LLM turns, so a
+conversation can be replayed with `ScriptedUser.from_trajectory`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bench.llm.client import Usage
+
+FinishReason = Literal["done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error"]
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "done",
+    "user_done",
+    "agent_limit",
+    "user_limit",
+    "timeout",
+    "agent_error",
+)
+
+
+class Message(BaseModel):
+    """One chat message in OpenAI form (`to_openai()` gives the request dict)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # OpenAI form: {id, type, function: {name, arguments}}
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = self.tool_calls
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        return out
+
+
+class ToolCall(BaseModel):
+    """One tool call and what came back.
+
+    `arguments` is the parsed object sent over MCP; when the model's argument
+    text was not a JSON object the call is not sent (`via_mcp` False),
+    `arguments` is None and `arguments_raw` keeps the text. Built-in end-turn
+    tools of the agent definition are answered locally (`builtin`).
+    """
+
+    index: int
+    call_id: str | None = None
+    tool: str
+    arguments: dict[str, Any] | None = None
+    arguments_raw: str | None = None
+    result: str = ""
+    is_error: bool = False
+    error_envelope: bool = False
+    latency_ms: float = 0.0
+    via_mcp: bool = True
+    builtin: bool = False
+    agent_turn: int = 0
+
+
+class UserTurn(BaseModel):
+    """One user message: the task's query, a scripted reply or a simulated (LLM) reply."""
+
+    index: int
+    source: Literal["query", "llm", "scripted"]
+    text: str
+    done: bool = False
+    raw: str | None = None  # the LLM completion before cleaning
+    prompt: list[dict[str, Any]] | None = None  # the messages the user LLM saw
+    latency_ms: float = 0.0
+
+
+class SystemPrompt(BaseModel):
+    source: str  # "agent:<name>", "scenario:<name>", "task"
+    sha256: str
+    chars: int
+
+    @staticmethod
+    def of(source: str, text: str) -> SystemPrompt:
+        return SystemPrompt(source=source, sha256=hashlib.sha256(text.encode()).hexdigest(), chars=len(text))
+
+
+class Trajectory(BaseModel):
+    task_id: str
+    agent: str
+    seed: int = 0
+    finish_reason: FinishReason
+    done_by: str | None = None  # "text" (<DONE>) or the end-turn tool's name, when finish_reason is "done"
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    user_turns: list[UserTurn] = Field(default_factory=list)
+    final_message: str = ""
+    agent_turns: int = 0
+    tools_offered: list[str] = Field(default_factory=list)
+    system_prompts: list[SystemPrompt] = Field(default_factory=list)
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    cost_usd: dict[str, float | None] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+    error: str | None = None  # agent_error details, or the system error that cut the attempt short
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def mcp_calls(self) -> list[ToolCall]:
+        return [c for c in self.tool_calls if c.via_mcp]
+
+    def call_list(self) -> list[tuple[str, dict[str, Any] | None]]:
+        return [(c.tool, c.arguments) for c in self.mcp_calls]

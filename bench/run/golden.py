@@ -1,0 +1,198 @@
+"""Golden end states: a task's golden tool calls replayed over MCP in a fresh
+sandbox of their own (never the attempt's), cached on disk by content hash.
+
+    store = GoldenStore(bench)                 # ~/.cache/tbx/golden, or $TBX_GOLDEN_CACHE
+    golden = await store.get(task)             # GoldenState(initial_state, final_state, hashes, calls)
+
+The cache key hashes everything the golden state depends on: the task id and
+domain, its golden calls (effective init), the seeded rows (domain seed +
+data_patch), the image id of the servers image and the source of the host-side
+canonicalisation. A run of k attempts of a task replays its golden once;
+concurrent requests for one key in a process share a single replay.
+
+A golden call that returns a tool error (the in-band error envelope or an MCP
+error) fails the task's preparation with `GoldenReplayError` (the reference
+only logs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import bench.replay.sandboxed as replay_mod
+from bench.dataset import Benchmark, Task
+from bench.run.request import initial_state
+from judge import canonical
+from judge.canonical import state_hash
+from judge.records import GoldenState, ToolCallView, atomic_write
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "TBX_GOLDEN_CACHE"
+CACHE_VERSION = 1
+
+
+class GoldenReplayError(RuntimeError):
+    """A golden call failed: the task cannot be judged."""
+
+
+class GoldenNotCached(LookupError):
+    """The golden state is not in the cache and replays are not allowed."""
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tbx" / "golden"
+
+
+def servers_image_id() -> str:
+    """The image id (sha256 digest) of the servers image sandboxes run now."""
+    from sandbox.docker_client import docker_client
+    from sandbox.images import require_image
+
+    image_id: str = docker_client().images.get(require_image("servers")).id
+    return image_id
+
+
+@functools.cache
+def _canonical_source_hash() -> str:
+    return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
+
+
+def golden_calls(bench: Benchmark, task: Task) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (c.tool, dict(c.parameters)) for c in bench.effective_init(task).golden_tool_interactions if c.tool
+    ]
+
+
+def golden_key(
+    task: Task, calls: list[tuple[str, dict[str, Any]]], seeded_rows: dict[str, Any], image_id: str
+) -> str:
+    material = {
+        "version": CACHE_VERSION,
+        "task": task.id,
+        "domain": task.domain,
+        "server": task.server,
+        "calls": [[tool, params] for tool, params in calls],
+        "seed": seeded_rows,
+        "image": image_id,
+        "canonical": _canonical_source_hash(),
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def check_golden_calls(task_id: str, calls: list[ToolCallView]) -> None:
+    for i, call in enumerate(calls):
+        if call.failed:
+            how = "an MCP error" if call.is_error else "an error reply"
+            raise GoldenReplayError(
+                f"golden replay of {task_id} failed: call {i} {call.tool}"
+                f"({json.dumps(call.arguments, sort_keys=True)[:300]}) returned {how}: {call.result[:500]}"
+            )
+
+
+class GoldenStore:
+    """Golden end states of one benchmark, computed on demand and cached."""
+
+    def __init__(
+        self,
+        bench: Benchmark,
+        cache_dir: Path | str | None = None,
+        *,
+        image_id: str | Callable[[], str] | None = None,
+        allow_replay: bool = True,
+        runtime: str | None = None,
+        run_id: str | None = None,
+    ):
+        self.bench = bench
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self._image_id = image_id
+        self.allow_replay = allow_replay
+        self.runtime = runtime
+        self.run_id = run_id
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._memory: dict[str, GoldenState] = {}
+        self.replays = 0  # golden replays this store ran
+        self.disk_hits = 0
+
+    def image_id(self) -> str:
+        if callable(self._image_id):
+            self._image_id = self._image_id()
+        if self._image_id is None:
+            self._image_id = servers_image_id()
+        return self._image_id
+
+    def key(self, task: Task) -> str:
+        return golden_key(
+            task, golden_calls(self.bench, task), initial_state(self.bench, task), self.image_id()
+        )
+
+    def path(self, key: str) -> Path:
+        return self.cache_dir / key[:2] / f"{key}.json.gz"
+
+    def load(self, key: str) -> GoldenState | None:
+        p = self.path(key)
+        try:
+            golden = GoldenState.model_validate_json(gzip.decompress(p.read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable golden cache file %s: %s", p, exc)
+            return None
+        if golden.key != key or state_hash(golden.final_state) != golden.golden_hash:
+            log.warning("ignoring inconsistent golden cache file %s", p)
+            return None
+        return golden
+
+    def save(self, golden: GoldenState) -> None:
+        atomic_write(self.path(golden.key), gzip.compress(golden.model_dump_json().encode(), mtime=0))
+
+    async def get(self, task: Task) -> GoldenState:
+        key = await asyncio.to_thread(self.key, task)
+        if key in self._memory:
+            return self._memory[key]
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key in self._memory:
+                return self._memory[key]
+            golden = await asyncio.to_thread(self.load, key)
+            if golden is not None:
+                self.disk_hits += 1
+            else:
+                if not self.allow_replay:
+                    raise GoldenNotCached(f"golden state of {task.id} is not cached in {self.cache_dir}")
+                golden = await self._compute(task, key)
+                await asyncio.to_thread(self.save, golden)
+            self._memory[key] = golden
+            return golden
+
+    async def _compute(self, task: Task, key: str) -> GoldenState:
+        self.replays += 1
+        outcome = await replay_mod.replay_task(self.bench, task, runtime=self.runtime, run_id=self.run_id)
+        calls = [
+            ToolCallView.from_reply(c.tool, c.parameters, c.result, c.is_error, c.latency_ms)
+            for c in outcome.calls
+        ]
+        check_golden_calls(task.id, calls)
+        return GoldenState(
+            task_id=task.id,
+            key=key,
+            initial_state=outcome.initial_state,
+            final_state=outcome.final_state,
+            initial_hash=state_hash(outcome.initial_state),
+            golden_hash=state_hash(outcome.final_state),
+            calls=calls,
+        )

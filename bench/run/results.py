@@ -1,0 +1,204 @@
+"""The result row contract: one line of a run's `results.jsonl` per attempt,
+and the reader for a run directory (`results.jsonl`, `errors.jsonl`,
+`manifest.json`).
+
+`ResultRow` is what `bench.report.metrics` and `tbx report` need; the runner writes
+it (and may add any field of its own: extra keys are kept). A row with
+`system_error` set is an attempt that never produced a judgeable state
+(container failed, model endpoint down, judge outage); metrics keep it out
+of every denominator and count it beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bench.llm.config import Price
+
+RESULTS_FILE = "results.jsonl"
+ERRORS_FILE = "errors.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+
+class ResultsError(ValueError):
+    """A run directory or one of its files is missing or malformed."""
+
+
+class RoleUsage(BaseModel):
+    """Token totals of one LLM role (agent, user, judge) in one attempt.
+
+    `input_tokens` includes `cached_tokens` (OpenAI's `prompt_tokens`).
+    `cost_usd`, when present, wins over any price table.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.input_tokens or self.cached_tokens or self.output_tokens)
+
+    def cost(self, prices: Mapping[str, Price], model: str | None = None) -> float | None:
+        """USD: `cost_usd` if recorded, else tokens × the price of `self.model`
+        (or `model` when the row names none); 0 for no tokens; None when unpriced."""
+        if self.cost_usd is not None:
+            return self.cost_usd
+        if self.empty:
+            return 0.0
+        price = prices.get(self.model or model or "")
+        if price is None:
+            return None
+        return price.cost(self.input_tokens, self.cached_tokens, self.output_tokens)
+
+
+class ResultRow(BaseModel):
+    """One attempt (task × repeat) of a run.
+
+    `signature` is the judge's failure label for a failed attempt
+    (tool_use | wrong_state_update | incomplete_resolution | no_state_change |
+    rubric_failed), None for a pass or a system error. `usage` is per role;
+    `timings` is seconds per phase (e.g. sandbox, agent, judge, teardown).
+    `system_error` also accepts the error message (a string), which is then
+    kept as `error`.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str = Field(min_length=1)
+    repeat: int = Field(ge=0)
+    domain: str
+    passed: bool
+    system_error: bool = False
+    error: str | None = None
+    signature: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _error_message(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            value = data.get("system_error")
+            if value is None and "system_error" in data:
+                data = {**data, "system_error": False}
+            elif isinstance(value, str):
+                data = {**data, "system_error": bool(value)}
+                if value and data.get("error") is None:
+                    data["error"] = value
+        return data
+
+    @property
+    def valid(self) -> bool:
+        """Counts in the score (not a system error)."""
+        return not self.system_error
+
+    def cost(
+        self,
+        prices: Mapping[str, Price],
+        roles: Iterable[str] = ("agent",),
+        role_models: Mapping[str, str] | None = None,
+    ) -> float | None:
+        """USD spent by `roles` in this attempt; None when any of them used
+        tokens that have neither a recorded cost nor a price."""
+        total = 0.0
+        for role in roles:
+            u = self.usage.get(role)
+            if u is None:
+                continue
+            c = u.cost(prices, (role_models or {}).get(role))
+            if c is None:
+                return None
+            total += c
+        return total
+
+    def to_json_line(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_none=False), ensure_ascii=False) + "\n"
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(row)'}: {e['msg']}" for e in exc.errors())
+
+
+def read_rows(path: Path) -> list[ResultRow]:
+    """Every row of a results.jsonl file; a malformed line raises ResultsError naming it."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    rows: list[ResultRow] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ResultsError(f"{path}:{n}: not JSON: {exc.msg}") from None
+        try:
+            rows.append(ResultRow.model_validate(data))
+        except ValidationError as exc:
+            raise ResultsError(f"{path}:{n}: {_problems(exc)}") from None
+    return rows
+
+
+class RunDir(BaseModel):
+    """What a run directory holds, as read by `load_run`."""
+
+    path: str
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    rows: list[ResultRow] = Field(default_factory=list)
+    errors: list[dict[str, Any]] = Field(default_factory=list)  # errors.jsonl lines
+    superseded: int = 0  # rows replaced by a later row for the same (task_id, repeat)
+
+
+def dedupe_rows(rows: list[ResultRow]) -> tuple[list[ResultRow], int]:
+    """The last row per (task_id, repeat) wins (a resumed run may re-run an
+    attempt that ended in a system error); returns (rows, superseded count)."""
+    last: dict[tuple[str, int], ResultRow] = {}
+    for r in rows:
+        last[(r.task_id, r.repeat)] = r
+    return list(last.values()), len(rows) - len(last)
+
+
+def load_run(path: str | Path) -> RunDir:
+    """Read a run directory. results.jsonl is required; manifest.json and
+    errors.jsonl are optional."""
+    root = Path(path)
+    if not root.is_dir():
+        raise ResultsError(f"{root}: not a directory")
+    results = root / RESULTS_FILE
+    if not results.is_file():
+        raise ResultsError(f"{root}: no {RESULTS_FILE} (is this a tbx run directory?)")
+    rows, superseded = dedupe_rows(read_rows(results))
+    manifest: dict[str, Any] = {}
+    mpath = root / MANIFEST_FILE
+    if mpath.is_file():
+        try:
+            loaded = json.loads(mpath.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ResultsError(f"{mpath}: unreadable manifest: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ResultsError(f"{mpath}: expected a JSON object")
+        manifest = loaded
+    errors: list[dict[str, Any]] = []
+    epath = root / ERRORS_FILE
+    if epath.is_file():
+        for n, line in enumerate(epath.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ResultsError(f"{epath}:{n}: not JSON: {exc.msg}") from None
+            errors.append(item if isinstance(item, dict) else {"error": item})
+    return RunDir(path=str(root), manifest=manifest, rows=rows, errors=errors, superseded=superseded)
