@@ -97,11 +97,11 @@ async def loop_overhead(bench: Benchmark, n_tasks: int) -> list[dict[str, Any]]:
                         golden.append((c.tool, dict(c.parameters)))
                 await asyncio.to_thread(reseed, handle, bench, task)
                 t = time.perf_counter()
-                await replay_calls(url, golden)
+                await replay_calls(url, golden, handle.server_headers)
                 raw = (time.perf_counter() - t) * 1000
                 await asyncio.to_thread(reseed, handle, bench, task)
                 t = time.perf_counter()
-                traj = await run_attempt_agent("oracle", task, bench, url, None)
+                traj = await run_attempt_agent("oracle", task, bench, url, handle.server_headers)
                 full = (time.perf_counter() - t) * 1000
                 got = state_hash(await asyncio.to_thread(dump_state, handle, "retail"))
                 if got != traces[task.id]["golden_state_hash"]:

@@ -89,7 +89,7 @@ async def run(args: argparse.Namespace) -> int:
         request = sandbox_request(bench, task, typesense=False, run_id=run_id)
         async with AsyncSandbox(request) as sb:
             initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
-            records = await replay_calls(sb.handle.servers[task.domain], played)
+            records = await replay_calls(sb.handle.servers[task.domain], played, sb.handle.server_headers)
             trajectory = [
                 ToolCallView.from_reply(r.tool, r.parameters, r.result, r.is_error, r.latency_ms)
                 for r in records

@@ -150,7 +150,7 @@ def pooled_series(
             for _ in range(n):
                 t0 = time.perf_counter()
                 try:
-                    sb = await pool.acquire(seed=template.seed, policy_sources=template.policy_sources)
+                    sb = await pool.acquire(template.prepare)
                 except SandboxError as exc:
                     out.append({"error": f"{type(exc).__name__}: {exc}", "after_s": time.perf_counter() - t0})
                     continue

@@ -2,12 +2,13 @@
 
 Booting (network, containers, services answering) is most of an attempt's
 start-up and involves nothing task-specific, so the pool does it in the
-background; `acquire()` then only seeds PostgreSQL and indexes documents.
+background; `acquire(prepare)` then only seeds PostgreSQL and indexes
+documents (through the caller's `sandbox.preparer.Preparer`).
 A pooled sandbox is never reused: after its attempt it is torn down like any
 other, so isolation is exactly that of a cold start.
 
     async with SandboxPool(["retail"], size=2) as pool:
-        async with await pool.acquire(seed={"retail": rows}) as sb:
+        async with await pool.acquire(preparer) as sb:
             ...
 """
 
@@ -16,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 from sandbox.labels import new_id
+from sandbox.preparer import Preparer
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 
@@ -99,13 +100,9 @@ class SandboxPool:
             return
         await self._ready.put(sb)
 
-    async def acquire(
-        self,
-        seed: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
-        policy_sources: list[dict[str, Any]] | None = None,
-    ) -> AsyncSandbox:
-        """A booted sandbox, prepared with this attempt's seed rows and documents.
-        A replacement starts booting at once."""
+    async def acquire(self, prepare: Preparer | None = None) -> AsyncSandbox:
+        """A booted sandbox, prepared for this attempt by `prepare` (None: empty
+        schemas, no documents). A replacement starts booting at once."""
         item = await self._ready.get()
         if isinstance(item, BaseException):
             if self.fail_fast:
@@ -117,9 +114,7 @@ class SandboxPool:
             raise item
         self._spawn()
         sb = item
-        sb.request = sb.request.model_copy(
-            update={"seed": seed or {}, "policy_sources": policy_sources or []}
-        )
+        sb.request = sb.request.model_copy(update={"prepare": prepare})
         try:
             sb.handle = await asyncio.to_thread(sb.prepare)
         except BaseException:

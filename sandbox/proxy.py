@@ -2,11 +2,17 @@
 attempt, each reached only with its own unguessable token.
 
     with ProxyServer() as proxy:
-        reg = proxy.register("att-1", {"retail": handle.servers["retail"]}, allowed_tools=[...])
+        reg = proxy.register(RegisterRequest.for_sandbox(handle, ToolPolicy(allowed_tools=[...])))
         # an MCP client connects to reg.url with header `Authorization: Bearer <reg.token>`
         # (or to reg.path_url, which carries the token in the path)
         ...
         calls = proxy.unregister(reg.token)   # the attempt's recorded tool calls
+
+`AttemptRegistry` (this module) holds the attempts and serves the
+agent-facing app; `ProxyServer` hosts it on its own event loop in a
+background thread (`sandbox.proxy_host`) and offers the blocking and async
+registration API; `tbx proxy` adds a separate admin listener
+(`sandbox.proxy_admin`) taking the same `RegisterRequest`.
 
 Per attempt the proxy keeps one upstream MCP client per backend server
 (entered once, reused for every call) and one low-level MCP `Server` of its
@@ -16,96 +22,88 @@ never reach another attempt's upstreams or sessions. Tools whose names start
 with `__reserved__` and tools outside the allow-list are never listed and a
 call to them is answered `Unknown tool` without reaching any upstream.
 
+Every request to an upstream carries the upstream's headers (the sandbox's
+per-attempt secret, without which its servers answer 401). A registration
+naming its sandbox's containers is checked live at registration and watched
+after (`sandbox.proxy_watch`): once one is gone, every later request of the
+attempt is refused (HTTP 503, the cause in the error) and nothing is relayed;
+`gone(token)` tells the owner why, so it can end the attempt as a system error.
+
 Fast path (`fast_path=True`, the default): a 2026-era `tools/call` of an
 allow-listed tool is relayed as is to its server over a keep-alive
 connection and the server's reply returned unchanged (see
 `sandbox.proxy_relay`); the checks, the timeout and the recording are the
 same as on the SDK path, which serves everything else.
-
-The proxy runs its own event loop (uvicorn) in a background thread; the
-registration API is plain Python, in-process, never on the agent-facing port
-(`tbx proxy` adds a separate admin listener, see `sandbox.proxy_admin`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import copy
 import hashlib
 import logging
 import math
 import secrets
-import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import mcp_types as types
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
 from sandbox import proxy_relay as relay
-from sandbox.errors import SandboxError
+from sandbox.proxy_host import HOST, LoopHost, listen
+from sandbox.proxy_models import (
+    Outcome,
+    ProxyCall,
+    ProxyError,
+    RegisterRequest,
+    Registration,
+    SandboxGoneError,
+    ToolPolicy,
+    Upstream,
+)
+from sandbox.proxy_watch import SandboxWatch, check_alive
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "AttemptRegistry",
+    "Outcome",
+    "ProxyCall",
+    "ProxyError",
+    "ProxyServer",
+    "RegisterRequest",
+    "Registration",
+    "SandboxGoneError",
+    "ToolPolicy",
+    "Upstream",
+    "list_all_tools",
+    "proxy_client",
+    "upstream_client",
+]
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 RESERVED_PREFIX = "__reserved__"
 DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 15.0
 CLOSE_TIMEOUT = 5.0
-T = TypeVar("T")
-
-Outcome = Literal["ok", "tool_error", "refused", "timeout", "upstream_error", "protocol_error"]
-
-
-class ProxyError(SandboxError):
-    pass
-
-
-class ProxyCall(BaseModel):
-    """One tool call that reached the proxy, as it goes into the attempt's trajectory."""
-
-    attempt_id: str
-    tool: str
-    arguments: dict[str, Any]
-    result: str  # the text content of the result (what the agent reads)
-    is_error: bool  # MCP's isError flag of the result handed to the agent
-    # ok | tool_error (upstream isError) | refused (unknown, not allow-listed or reserved) | timeout |
-    # upstream_error (the server did not answer) | protocol_error (it answered with a JSON-RPC error)
-    outcome: Outcome
-    domain: str | None = None  # the backend that served it (None when refused)
-    started_at: datetime
-    latency_ms: float
-
-
-class Registration(BaseModel):
-    attempt_id: str
-    token: str
-    url: str  # send `Authorization: Bearer <token>`
-    path_url: str  # the same endpoint with the token in the path (for clients that cannot set headers)
-    tools: list[str]  # what tools/list shows, in order
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
 
 
 def _digest(token: str) -> str:
@@ -152,6 +150,7 @@ def _apply_overrides(
 class _Route:
     domain: str
     url: str
+    headers: dict[str, str]  # sent upstream on every request
     client: Client
     tool: types.Tool  # as listed to the agent (overrides applied)
 
@@ -168,6 +167,7 @@ class _Attempt:
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    gone: str | None = None  # why its sandbox counts as lost (then nothing is relayed)
 
     def snapshot(self) -> list[ProxyCall]:
         with self.lock:
@@ -226,8 +226,8 @@ def proxy_client(registration: Registration, *, mode: str = "auto") -> Client:
 class _ProxyApp:
     """The agent-facing ASGI app: token -> that attempt's MCP session manager."""
 
-    def __init__(self, proxy: ProxyServer):
-        self.proxy = proxy
+    def __init__(self, registry: AttemptRegistry):
+        self.registry = registry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -255,7 +255,10 @@ class _ProxyApp:
         token = path_token if path_token is not None else header_token
         if path_token is not None and header_token is not None and header_token != path_token:
             token = None
-        attempt = self.proxy._lookup(token)
+        attempt = self.registry.lookup(token)
+        if attempt is not None and attempt.gone is not None:
+            await _respond(send, 503, _jsonrpc_error(-32003, f"{attempt.gone}; the attempt cannot go on"))
+            return
         if attempt is None or attempt.manager is None:
             await _respond(
                 send,
@@ -264,11 +267,11 @@ class _ProxyApp:
                 extra=[(b"www-authenticate", b'Bearer realm="tbx"')],
             )
             return
-        if content_length is not None and content_length > self.proxy.max_request_bytes:
+        if content_length is not None and content_length > self.registry.max_request_bytes:
             await _respond(send, 413, _jsonrpc_error(-32600, "request too large"))
             return
         if attempt.pools is not None and relay.relayable_headers(scope):
-            await self.proxy._relay(attempt, attempt.manager, scope, receive, send)
+            await self.registry.relay(attempt, attempt.manager, scope, receive, send)
         else:
             await attempt.manager.handle_request(scope, receive, send)
 
@@ -290,264 +293,100 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
-def _listen(port: int) -> socket.socket:
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then (else +40 ms per request).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((HOST, port))
-    except OSError as exc:
-        sock.close()
-        raise ProxyError(
-            f"cannot listen on {HOST}:{port} ({exc}); pick another port or 0 for any free one"
-        ) from exc
-    return sock
-
-
-class ProxyServer:
-    """The session proxy. `start()` (or `with`) binds 127.0.0.1:`port` (0 = any
-    free port) and serves in a background thread; `close()` unregisters every
-    attempt and stops it."""
+class AttemptRegistry:
+    """The registered attempts and the agent-facing app that serves them. Every
+    coroutine here runs on the proxy's loop; `calls` and `lookup` are safe from
+    any thread."""
 
     def __init__(
         self,
-        port: int = 0,
+        base_url: Callable[[], str],
         *,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        admin_port: int | None = None,
         fast_path: bool = True,
     ):
         if call_timeout <= 0 or max_request_bytes <= 0:
             raise ValueError("call_timeout and max_request_bytes must be positive")
-        self.port = port
+        self.base_url = base_url  # where agents reach the app (known once its socket is bound)
         self.call_timeout = call_timeout
         self.max_request_bytes = max_request_bytes
         self.connect_timeout = connect_timeout
-        self.admin_port = admin_port  # None: no admin listener (in-process API only)
-        self.admin_token: str | None = None
         self.fast_path = fast_path
         self._attempts: dict[str, _Attempt] = {}  # sha256(token) -> attempt
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._servers: list[uvicorn.Server] = []
-        self._started = threading.Event()
-        self._start_error: BaseException | None = None
-        self._closed = False
+        self._watch: SandboxWatch | None = None
+        self.app = _ProxyApp(self)
 
-    # ---- lifecycle ---------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}/mcp"
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and not self._closed
-
-    def cpu_time(self) -> float:
-        """CPU seconds the proxy's thread has used so far (for overhead measurements)."""
-        if self._thread is None or self._thread.ident is None:
-            return 0.0
-        return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident))
-
-    @property
-    def admin_url(self) -> str | None:
-        return None if self.admin_port is None else f"http://{HOST}:{self.admin_port}"
-
-    def __enter__(self) -> ProxyServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> ProxyServer:
-        if self._thread is not None:
-            raise ProxyError("proxy already started")
-        sockets = [_listen(self.port)]
-        self.port = sockets[0].getsockname()[1]
-        apps: list[Any] = [_ProxyApp(self)]
-        if self.admin_port is not None:
-            from sandbox.proxy_admin import build_admin_app
-
-            sockets.append(_listen(self.admin_port))
-            self.admin_port = sockets[1].getsockname()[1]
-            self.admin_token = secrets.token_urlsafe(32)
-            apps.append(build_admin_app(self, self.admin_token))
-        self._thread = threading.Thread(target=self._run, args=(apps, sockets), name="tbx-proxy", daemon=True)
-        self._thread.start()
-        self._started.wait()
-        if self._start_error is not None:
-            raise ProxyError(f"proxy failed to start: {self._start_error}") from self._start_error
-        return self
-
-    def _run(self, apps: list[Any], sockets: list[socket.socket]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve(apps, sockets))
-        except BaseException as exc:  # surfaced by start()
-            self._start_error = exc
-        finally:
-            self._started.set()
-            with contextlib.suppress(Exception):
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                loop.run_until_complete(asyncio.wait(pending, timeout=2) if pending else asyncio.sleep(0))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-            for sock in sockets:
-                sock.close()
-
-    async def _serve(self, apps: list[Any], sockets: list[socket.socket]) -> None:
-        for app in apps:
-            config = uvicorn.Config(
-                app,
-                lifespan="off",
-                access_log=False,
-                log_level="warning",
-                ws="none",
-                timeout_graceful_shutdown=2,
-            )
-            self._servers.append(uvicorn.Server(config))
-        tasks = [
-            asyncio.create_task(srv.serve(sockets=[sock]))
-            for srv, sock in zip(self._servers, sockets, strict=True)
-        ]
-        while not all(srv.started for srv in self._servers):
-            done = [t for t in tasks if t.done()]
-            if done:
-                await done[0]  # raises the start-up error
-                raise ProxyError("the HTTP server stopped during start-up")
-            await asyncio.sleep(0.005)
-        self._started.set()
-        await asyncio.gather(*tasks)
-        # Stopped: take every remaining attempt down on this loop.
-        await asyncio.gather(*(self._close_attempt(a) for a in list(self._attempts.values())))
-        self._attempts.clear()
-
-    def close(self) -> None:
-        """Unregister every attempt (closing their upstream sessions) and stop. Idempotent."""
-        if self._closed or self._thread is None:
-            self._closed = True
-            return
-        loop = self._loop
-        if loop is not None and self._start_error is None and self._thread.is_alive():
-            with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
-                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=CLOSE_TIMEOUT + 2)
-        self._closed = True
-        self._thread.join(timeout=CLOSE_TIMEOUT + 5)
-
-    async def _shutdown(self) -> None:
-        attempts = list(self._attempts.values())
-        self._attempts.clear()
-        await asyncio.gather(*(self._close_attempt(a) for a in attempts))
-        for srv in self._servers:
-            srv.should_exit = True
-
-    # ---- thread hopping ----------------------------------------------------
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        if self._loop is None or self._closed or not self._started.is_set() or self._start_error is not None:
-            coro.close()
-            raise ProxyError("proxy is not running (call start() or use `with ProxyServer() as proxy:`)")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise ProxyError("the blocking proxy API cannot be used from the proxy's own thread")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
-
-    # ---- registration API --------------------------------------------------
-    def register(
-        self,
-        attempt_id: str,
-        upstreams: Mapping[str, str],
-        allowed_tools: Sequence[str] | None = None,
-        overrides: Mapping[str, str] | None = None,
-        *,
-        arg_overrides: Mapping[str, Mapping[str, str]] | None = None,
-        call_timeout: float | None = None,
-    ) -> Registration:
-        """Register one attempt: `upstreams` maps domain -> MCP URL of its server;
-        `allowed_tools` (None: every tool the upstreams list) is the allow-list;
-        `overrides` maps tool -> description shown instead of the server's,
-        `arg_overrides` tool -> {argument: description}. Connects to every
-        upstream and lists its tools before returning; raises ProxyError when an
-        upstream is unreachable, an allow-listed tool is missing or reserved, or
-        two upstreams list the same allow-listed tool."""
-        coro = self._register(
-            attempt_id, dict(upstreams), allowed_tools, overrides, arg_overrides, call_timeout
-        )
-        return self._submit(coro).result()
-
-    async def aregister(self, *args: Any, **kwargs: Any) -> Registration:
-        """`register` for callers on an event loop (does not block it)."""
-        return await asyncio.to_thread(self.register, *args, **kwargs)
-
-    def unregister(self, token: str) -> list[ProxyCall]:
-        """Close the attempt's sessions; returns its recorded calls. Its token stops working at once."""
-        return self._submit(self._unregister(token)).result()
-
-    async def aunregister(self, token: str) -> list[ProxyCall]:
-        return await asyncio.to_thread(self.unregister, token)
-
-    def calls(self, token: str) -> list[ProxyCall]:
-        """The attempt's recorded tool calls so far, in arrival order."""
-        attempt = self._lookup(token)
-        if attempt is None:
-            raise ProxyError("unknown token")
-        return attempt.snapshot()
-
-    def attempts(self) -> list[str]:
-        return [a.attempt_id for a in list(self._attempts.values())]
-
-    # ---- internals (proxy loop) --------------------------------------------
-    def _lookup(self, token: str | None) -> _Attempt | None:
+    def lookup(self, token: str | None) -> _Attempt | None:
         if not token:
             return None
         return self._attempts.get(_digest(token))
 
-    async def _register(
-        self,
-        attempt_id: str,
-        upstreams: dict[str, str],
-        allowed_tools: Sequence[str] | None,
-        overrides: Mapping[str, str] | None,
-        arg_overrides: Mapping[str, Mapping[str, str]] | None,
-        call_timeout: float | None,
-    ) -> Registration:
-        if not upstreams:
+    async def register(self, request: RegisterRequest) -> Registration:
+        """Register one attempt: connects to every upstream and lists its tools
+        before returning; raises ProxyError when an upstream is unreachable, an
+        allow-listed tool is missing or reserved, or two upstreams list the same
+        allow-listed tool, and SandboxGoneError when a named container is not running."""
+        attempt_id, policy = request.attempt_id, request.policy
+        if not request.upstreams:
             raise ProxyError(f"attempt {attempt_id}: no upstream servers given")
-        if allowed_tools is not None:
-            reserved = [t for t in allowed_tools if t.startswith(RESERVED_PREFIX)]
+        if policy.allowed_tools is not None:
+            reserved = [t for t in policy.allowed_tools if t.startswith(RESERVED_PREFIX)]
             if reserved:
                 raise ProxyError(f"attempt {attempt_id}: reserved tools cannot be allow-listed: {reserved}")
+        if request.containers:
+            # Connect only to a sandbox known alive; from here on the watch reports a loss.
+            await asyncio.to_thread(check_alive, request.containers, request.network)
         token = secrets.token_urlsafe(32)
-        attempt = _Attempt(attempt_id, _digest(token), call_timeout or self.call_timeout)
+        attempt = _Attempt(attempt_id, _digest(token), request.call_timeout or self.call_timeout)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        attempt.task = asyncio.create_task(
-            self._attempt_lifetime(
-                attempt, upstreams, allowed_tools, overrides or {}, arg_overrides or {}, ready
-            )
-        )
+        attempt.task = asyncio.create_task(self._attempt_lifetime(attempt, request.upstreams, policy, ready))
         await asyncio.shield(ready)
         self._attempts[attempt.token_digest] = attempt
+        if request.containers:
+            watch = self._watch or SandboxWatch(self._gone_from_thread(loop))
+            self._watch = watch
+            watch.add(attempt.token_digest, request.containers, request.network)
+        base = self.base_url()
         return Registration(
             attempt_id=attempt_id,
             token=token,
-            url=self.url,
-            path_url=f"http://{HOST}:{self.port}/a/{token}/mcp",
+            url=f"{base}/mcp",
+            path_url=f"{base}/a/{token}/mcp",
             tools=list(attempt.routes),
         )
+
+    def _gone_from_thread(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+        def on_gone(digest: str, cause: str) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self.mark_gone, digest, cause)
+
+        return on_gone
+
+    def mark_gone(self, digest: str, cause: str) -> None:
+        """From now on the attempt (by token digest) relays nothing: its sandbox is lost."""
+        attempt = self._attempts.get(digest)
+        if attempt is None or attempt.gone is not None:
+            return
+        attempt.gone = cause
+        pools, attempt.pools = attempt.pools, None
+        for pool in (pools or {}).values():
+            asyncio.get_running_loop().create_task(pool.aclose())
+
+    def gone(self, token: str) -> str | None:
+        """Why the attempt's sandbox counts as lost, or None while it is fine."""
+        attempt = self.lookup(token)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        return attempt.gone
 
     async def _attempt_lifetime(
         self,
         attempt: _Attempt,
-        upstreams: dict[str, str],
-        allowed_tools: Sequence[str] | None,
-        overrides: Mapping[str, str],
-        arg_overrides: Mapping[str, Mapping[str, str]],
+        upstreams: dict[str, Upstream],
+        policy: ToolPolicy,
         ready: asyncio.Future[None],
     ) -> None:
         """Owns the attempt's upstream clients and session manager: they are
@@ -559,9 +398,7 @@ class ProxyServer:
                     # Errors are caught inside the stack: raised through the
                     # clients' task groups they would arrive wrapped in groups.
                     try:
-                        await self._open_attempt(
-                            attempt, stack, upstreams, allowed_tools, overrides, arg_overrides
-                        )
+                        await self._open_attempt(attempt, stack, upstreams, policy)
                     except Exception as exc:
                         failure = exc
                     else:
@@ -571,7 +408,7 @@ class ProxyServer:
             if scope.cancelled_caught and failure is None and not ready.done():
                 failure = ProxyError(
                     f"attempt {attempt.attempt_id}: upstream servers did not answer within "
-                    f"{self.connect_timeout:.0f}s ({', '.join(upstreams.values())})"
+                    f"{self.connect_timeout:.0f}s ({', '.join(u.url for u in upstreams.values())})"
                 )
         except BaseException as exc:
             if not ready.done():
@@ -591,24 +428,23 @@ class ProxyServer:
         self,
         attempt: _Attempt,
         stack: AsyncExitStack,
-        upstreams: dict[str, str],
-        allowed_tools: Sequence[str] | None,
-        overrides: Mapping[str, str],
-        arg_overrides: Mapping[str, Mapping[str, str]],
+        upstreams: dict[str, Upstream],
+        policy: ToolPolicy,
     ) -> None:
-        listed: list[tuple[str, str, Client, types.Tool]] = []
-        for domain, url in upstreams.items():
+        listed: list[tuple[str, Upstream, Client, types.Tool]] = []
+        for domain, upstream in upstreams.items():
             try:
-                client = await stack.enter_async_context(upstream_client(url))
+                client = await stack.enter_async_context(upstream_client(upstream.url, upstream.headers))
                 tools = await list_all_tools(client)
             except Exception as exc:
                 raise ProxyError(
-                    f"attempt {attempt.attempt_id}: cannot reach the {domain} server at {url}: {_leaf(exc)!r}"
+                    f"attempt {attempt.attempt_id}: cannot reach the {domain} server at {upstream.url}: "
+                    f"{_leaf(exc)!r}"
                 ) from exc
-            listed.extend((domain, url, client, t) for t in tools)
-        attempt.routes = _routes(attempt.attempt_id, listed, allowed_tools, overrides, arg_overrides)
-        if self.fast_path and all(urlsplit(u).scheme == "http" for u in upstreams.values()):
-            pools = {u: relay.UpstreamPool(u) for u in upstreams.values()}
+            listed.extend((domain, upstream, client, t) for t in tools)
+        attempt.routes = _routes(attempt.attempt_id, listed, policy)
+        if self.fast_path and all(urlsplit(u.url).scheme == "http" for u in upstreams.values()):
+            pools = {u.url: relay.UpstreamPool(u.url) for u in upstreams.values()}
             for pool in pools.values():
                 stack.push_async_callback(pool.aclose)
             attempt.pools = pools
@@ -621,7 +457,7 @@ class ProxyServer:
         await stack.enter_async_context(manager.run())
         attempt.manager = manager
 
-    def _attempt_server(self, attempt: _Attempt, upstreams: Mapping[str, str]) -> Server[Any]:
+    def _attempt_server(self, attempt: _Attempt, upstreams: Mapping[str, Upstream]) -> Server[Any]:
         listing = types.ListToolsResult(tools=[r.tool for r in attempt.routes.values()])
         schemas = {name: r.tool.input_schema for name, r in attempt.routes.items()}
 
@@ -673,7 +509,7 @@ class ProxyServer:
         )
         return result
 
-    async def _relay(
+    async def relay(
         self,
         attempt: _Attempt,
         manager: StreamableHTTPSessionManager,
@@ -700,7 +536,9 @@ class ProxyServer:
         outcome: Outcome
         try:
             with anyio.fail_after(attempt.call_timeout):
-                status, headers, reply = await pools[route.url].post(forwarded, relay.forward_headers(scope))
+                status, headers, reply = await pools[route.url].post(
+                    forwarded, relay.forward_headers(scope) + list(route.headers.items())
+                )
         except TimeoutError:
             result, outcome = _timeout_result(name, attempt.call_timeout), "timeout"
         except relay.UpstreamError as exc:
@@ -721,12 +559,34 @@ class ProxyServer:
         attempt.record_call(name, arguments, _text(result), True, outcome, route.domain, started, t0)
         await _respond(send, 200, relay.result_body(request_id, result))
 
-    async def _unregister(self, token: str) -> list[ProxyCall]:
+    async def unregister(self, token: str) -> list[ProxyCall]:
+        """Close the attempt's sessions; returns its recorded calls. Its token stops working at once."""
         attempt = self._attempts.pop(_digest(token), None)
         if attempt is None:
             raise ProxyError("unknown token")
+        if self._watch is not None:
+            self._watch.discard(attempt.token_digest)
         await self._close_attempt(attempt)
         return attempt.snapshot()
+
+    def calls(self, token: str) -> list[ProxyCall]:
+        """The attempt's recorded tool calls so far, in arrival order (thread-safe)."""
+        attempt = self.lookup(token)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        return attempt.snapshot()
+
+    def attempts(self) -> list[str]:
+        return [a.attempt_id for a in list(self._attempts.values())]
+
+    async def close_all(self) -> None:
+        """Take every attempt down (on the proxy's loop) and stop watching."""
+        attempts = list(self._attempts.values())
+        self._attempts.clear()
+        if self._watch is not None:
+            await asyncio.to_thread(self._watch.close)
+            self._watch = None
+        await asyncio.gather(*(self._close_attempt(a) for a in attempts))
 
     async def _close_attempt(self, attempt: _Attempt) -> None:
         attempt.manager = None
@@ -738,6 +598,101 @@ class ProxyServer:
         if not done:
             task.cancel()
             await asyncio.wait({task}, timeout=1.0)
+
+
+class ProxyServer:
+    """The session proxy. `start()` (or `with`) binds 127.0.0.1:`port` (0 = any
+    free port) and serves in a background thread; `close()` unregisters every
+    attempt and stops it."""
+
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        admin_port: int | None = None,
+        fast_path: bool = True,
+    ):
+        self.port = port
+        self.registry = AttemptRegistry(
+            lambda: f"http://{HOST}:{self.port}",
+            call_timeout=call_timeout,
+            max_request_bytes=max_request_bytes,
+            connect_timeout=connect_timeout,
+            fast_path=fast_path,
+        )
+        self.admin_port = admin_port  # None: no admin listener (in-process API only)
+        self.admin_token: str | None = None
+        self._host = LoopHost("tbx-proxy")
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/mcp"
+
+    @property
+    def running(self) -> bool:
+        return self._host.running
+
+    def cpu_time(self) -> float:
+        """CPU seconds the proxy's thread has used so far (for overhead measurements)."""
+        return self._host.cpu_time()
+
+    @property
+    def admin_url(self) -> str | None:
+        return None if self.admin_port is None else f"http://{HOST}:{self.admin_port}"
+
+    def __enter__(self) -> ProxyServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> ProxyServer:
+        sock = listen(self.port)
+        self.port = sock.getsockname()[1]
+        served: list[tuple[Any, Any]] = [(self.registry.app, sock)]
+        if self.admin_port is not None:
+            from sandbox.proxy_admin import build_admin_app
+
+            admin_sock = listen(self.admin_port)
+            self.admin_port = admin_sock.getsockname()[1]
+            self.admin_token = secrets.token_urlsafe(32)
+            served.append((build_admin_app(self.registry, self.admin_token), admin_sock))
+        self._host.start(served, on_exit=self.registry.close_all)
+        return self
+
+    def close(self) -> None:
+        """Unregister every attempt (closing their upstream sessions) and stop. Idempotent."""
+        self._host.stop(before=self.registry.close_all)
+
+    def register(self, request: RegisterRequest) -> Registration:
+        """Register one attempt (see `AttemptRegistry.register`)."""
+        return self._host.submit(self.registry.register(request)).result()
+
+    async def aregister(self, request: RegisterRequest) -> Registration:
+        """`register` for callers on an event loop (does not block it)."""
+        return await asyncio.to_thread(self.register, request)
+
+    def unregister(self, token: str) -> list[ProxyCall]:
+        """Close the attempt's sessions; returns its recorded calls. Its token stops working at once."""
+        return self._host.submit(self.registry.unregister(token)).result()
+
+    async def aunregister(self, token: str) -> list[ProxyCall]:
+        return await asyncio.to_thread(self.unregister, token)
+
+    def calls(self, token: str) -> list[ProxyCall]:
+        """The attempt's recorded tool calls so far, in arrival order."""
+        return self.registry.calls(token)
+
+    def gone(self, token: str) -> str | None:
+        """Why the attempt's sandbox is lost (its containers or network vanished), else None."""
+        return self.registry.gone(token)
+
+    def attempts(self) -> list[str]:
+        return self.registry.attempts()
 
 
 _LOCAL_ONLY = TransportSecuritySettings(
@@ -770,17 +725,16 @@ async def list_all_tools(client: Client) -> list[types.Tool]:
 
 def _routes(
     attempt_id: str,
-    listed: Sequence[tuple[str, str, Client, types.Tool]],
-    allowed_tools: Sequence[str] | None,
-    overrides: Mapping[str, str],
-    arg_overrides: Mapping[str, Mapping[str, str]],
+    listed: Sequence[tuple[str, Upstream, Client, types.Tool]],
+    policy: ToolPolicy,
 ) -> dict[str, _Route]:
     """The attempt's tool table, in allow-list order (else upstream order)."""
-    by_name: dict[str, list[tuple[str, str, Client, types.Tool]]] = {}
+    by_name: dict[str, list[tuple[str, Upstream, Client, types.Tool]]] = {}
     for entry in listed:
         if not entry[3].name.startswith(RESERVED_PREFIX):
             by_name.setdefault(entry[3].name, []).append(entry)
-    names = list(by_name) if allowed_tools is None else list(dict.fromkeys(allowed_tools))
+    allowed, overrides, arg_overrides = policy.allowed_tools, policy.overrides, policy.arg_overrides
+    names = list(by_name) if allowed is None else list(dict.fromkeys(allowed))
     missing = [n for n in names if n not in by_name]
     if missing:
         raise ProxyError(f"attempt {attempt_id}: allow-listed tools no upstream offers: {missing}")
@@ -792,8 +746,12 @@ def _routes(
         raise ProxyError(f"attempt {attempt_id}: overrides for tools that are not listed: {unknown}")
     routes: dict[str, _Route] = {}
     for name in names:
-        domain, url, client, tool = by_name[name][0]
+        domain, upstream, client, tool = by_name[name][0]
         routes[name] = _Route(
-            domain, url, client, _apply_overrides(tool, overrides.get(name), arg_overrides.get(name))
+            domain,
+            upstream.url,
+            dict(upstream.headers),
+            client,
+            _apply_overrides(tool, overrides.get(name), arg_overrides.get(name)),
         )
     return routes

@@ -2,52 +2,45 @@
 listener on 127.0.0.1, separate from the agent-facing MCP port, protected by
 an admin token printed at start (`Authorization: Bearer <admin token>`).
 
-    POST   /attempts                 {"attempt_id", "upstreams": {domain: url},
-                                      "allowed_tools": [..] | null, "overrides": {tool: text} | null,
-                                      "arg_overrides": {tool: {arg: text}} | null, "call_timeout": s | null}
+    POST   /attempts                 RegisterRequest (sandbox.proxy_models): {"attempt_id",
+                                      "upstreams": {domain: {"url", "headers"}} (or {domain: url}),
+                                      "policy": {"allowed_tools", "overrides", "arg_overrides"},
+                                      "call_timeout", "containers": {role: id}, "network"}
                                      -> 201 Registration {"attempt_id", "token", "url", "path_url", "tools"}
     GET    /attempts                 -> {"attempts": [attempt ids]}
+    GET    /attempts/{token}         -> {"gone": null | "why its sandbox is lost"}
     GET    /attempts/{token}/calls   -> {"calls": [ProxyCall]}
     DELETE /attempts/{token}         -> {"calls": [ProxyCall]} (the attempt's token stops working)
 
 Errors answer {"error": "..."} with 400 (bad request), 401 (admin token),
-404 (unknown attempt token) or 502 (an upstream could not be reached).
+404 (unknown attempt token), 409 (a named container is not running) or 502
+(an upstream could not be reached).
 `AdminClient` is the matching Python client.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sandbox.proxy import ProxyCall, ProxyError, Registration
+from sandbox.proxy_models import ProxyCall, ProxyError, RegisterRequest, Registration, SandboxGoneError
 
 if TYPE_CHECKING:
-    from sandbox.proxy import ProxyServer
-
-
-class RegisterRequest(BaseModel):
-    attempt_id: str = Field(min_length=1)
-    upstreams: dict[str, str] = Field(min_length=1)
-    allowed_tools: list[str] | None = None
-    overrides: dict[str, str] | None = None
-    arg_overrides: dict[str, dict[str, str]] | None = None
-    call_timeout: float | None = Field(default=None, gt=0)
+    from sandbox.proxy import AttemptRegistry
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
+def build_admin_app(registry: AttemptRegistry, admin_token: str) -> Starlette:
     expected = f"Bearer {admin_token}".encode()
 
     def authorized(request: Request) -> bool:
@@ -58,20 +51,15 @@ def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
         if not authorized(request):
             return _error(401, "missing or invalid admin token")
         if request.method == "GET":
-            return JSONResponse({"attempts": proxy.attempts()})
+            return JSONResponse({"attempts": registry.attempts()})
         try:
             body = RegisterRequest.model_validate_json(await request.body())
         except ValidationError as exc:
             return _error(400, f"bad registration: {exc}")
         try:
-            reg = await proxy._register(
-                body.attempt_id,
-                body.upstreams,
-                body.allowed_tools,
-                body.overrides,
-                body.arg_overrides,
-                body.call_timeout,
-            )
+            reg = await registry.register(body)
+        except SandboxGoneError as exc:
+            return _error(409, str(exc))
         except ProxyError as exc:
             return _error(
                 502 if "cannot reach" in str(exc) or "did not answer" in str(exc) else 400, str(exc)
@@ -83,7 +71,7 @@ def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
             return _error(401, "missing or invalid admin token")
         token = request.path_params["token"]
         try:
-            recorded = proxy.calls(token)
+            recorded = registry.calls(token)
         except ProxyError:
             return _error(404, "unknown attempt token")
         return JSONResponse({"calls": [c.model_dump(mode="json") for c in recorded]})
@@ -91,8 +79,13 @@ def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
     async def attempt(request: Request) -> Response:
         if not authorized(request):
             return _error(401, "missing or invalid admin token")
+        if request.method == "GET":
+            try:
+                return JSONResponse({"gone": registry.gone(request.path_params["token"])})
+            except ProxyError:
+                return _error(404, "unknown attempt token")
         try:
-            recorded = await proxy._unregister(request.path_params["token"])
+            recorded = await registry.unregister(request.path_params["token"])
         except ProxyError:
             return _error(404, "unknown attempt token")
         return JSONResponse({"calls": [c.model_dump(mode="json") for c in recorded]})
@@ -101,7 +94,7 @@ def build_admin_app(proxy: ProxyServer, admin_token: str) -> Starlette:
         routes=[
             Route("/attempts", attempts, methods=["GET", "POST"]),
             Route("/attempts/{token}/calls", calls, methods=["GET"]),
-            Route("/attempts/{token}", attempt, methods=["DELETE"]),
+            Route("/attempts/{token}", attempt, methods=["GET", "DELETE"]),
         ]
     )
 
@@ -129,29 +122,18 @@ class AdminClient:
                 message = response.json().get("error", response.text)
             except ValueError:
                 message = response.text
-            raise ProxyError(f"proxy admin API: {response.status_code}: {message}")
+            error = SandboxGoneError if response.status_code == 409 else ProxyError
+            raise error(f"proxy admin API: {response.status_code}: {message}")
         return response.json()
 
-    def register(
-        self,
-        attempt_id: str,
-        upstreams: Mapping[str, str],
-        allowed_tools: Sequence[str] | None = None,
-        overrides: Mapping[str, str] | None = None,
-        *,
-        arg_overrides: Mapping[str, Mapping[str, str]] | None = None,
-        call_timeout: float | None = None,
-    ) -> Registration:
-        body = RegisterRequest(
-            attempt_id=attempt_id,
-            upstreams=dict(upstreams),
-            allowed_tools=list(allowed_tools) if allowed_tools is not None else None,
-            overrides=dict(overrides) if overrides else None,
-            arg_overrides={k: dict(v) for k, v in arg_overrides.items()} if arg_overrides else None,
-            call_timeout=call_timeout,
-        )
-        data = self._check(self._http.post("/attempts", content=body.model_dump_json()))
+    def register(self, request: RegisterRequest) -> Registration:
+        data = self._check(self._http.post("/attempts", content=request.model_dump_json()))
         return Registration.model_validate(data)
+
+    def gone(self, token: str) -> str | None:
+        """Why the attempt's sandbox is lost, else None."""
+        gone = self._check(self._http.get(f"/attempts/{token}"))["gone"]
+        return None if gone is None else str(gone)
 
     def calls(self, token: str) -> list[ProxyCall]:
         data = self._check(self._http.get(f"/attempts/{token}/calls"))

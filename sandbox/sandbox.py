@@ -1,8 +1,11 @@
 """One attempt's disposable container set.
 
-    with Sandbox(SandboxRequest(domains=["retail"], seed={"retail": rows})) as sb:
-        sb.handle.servers["retail"]          # MCP endpoint (bridge IP)
+    with Sandbox(SandboxRequest(domains=["retail"], prepare=preparer)) as sb:
+        sb.handle.servers["retail"]          # MCP endpoint (bridge IP); send sb.handle.server_headers
         sb.handle.pg.admin_dsn("retail")     # host-side (judge) connection
+
+The sandbox knows no domain: `prepare` (a `sandbox.preparer.Preparer`, owned
+by the caller) checks the request and fills the schemas and the search index.
 
 `async with AsyncSandbox(...)` does the same without blocking the event loop.
 Teardown always runs (normal exit, exception, Ctrl-C); anything a killed
@@ -36,15 +39,18 @@ from sandbox.errors import (
     ImageMissingError,
     NetworkPoolExhaustedError,
     SandboxError,
-    SeedError,
 )
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
+from sandbox.preparer import Preparer, TypesenseEndpoint
 from sandbox.services import (
     PG_BOOTSTRAP_PASSWORD,
     PG_PORT,
     SERVER_PORT,
+    TOOL_ROLE,
     TYPESENSE_PORT,
+    UPSTREAM_SECRET_ENV,
+    UPSTREAM_SECRET_HEADER,
     Limits,
     ServiceSpec,
     hardened_container,
@@ -52,9 +58,6 @@ from sandbox.services import (
     server_spec,
     typesense_spec,
 )
-from servers.engine.seeding import DataPatchError, load_state
-from servers.engine.store import TOOL_ROLE
-from servers.registry import load_domain
 
 POLL_INTERVAL = 0.01
 POLICY_COLLECTION = "policies"
@@ -66,10 +69,9 @@ class SandboxRequest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     domains: list[str] = Field(min_length=1)
-    # domain -> table -> initial rows (already validated, e.g. by servers.engine.seeding.initial_rows)
-    seed: dict[str, dict[str, list[dict[str, Any]]]] = Field(default_factory=dict)
-    # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
-    policy_sources: list[dict[str, Any]] = Field(default_factory=list)
+    # What the schemas and the search index are filled with at prepare time
+    # (None: empty schemas, no documents). A pool boots without one.
+    prepare: Preparer | None = None
     typesense: bool = True
     run_id: str = Field(default_factory=lambda: lbl.new_id("run"))
     attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
@@ -109,8 +111,17 @@ class AttemptHandle(BaseModel):
     typesense_api_key: str | None = None
     collection: str | None = None
     servers: dict[str, str] = Field(default_factory=dict)  # domain -> MCP URL
+    # The servers answer only requests carrying it (`server_headers`): a host
+    # process cannot skip the proxy's token and allow-list, and a bridge address
+    # Docker hands to another attempt answers nothing to this one's proxy.
+    upstream_secret: str = ""
     containers: dict[str, str] = Field(default_factory=dict)  # role -> container id
     timings: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def server_headers(self) -> dict[str, str]:
+        """The header every request to `servers` must carry."""
+        return {UPSTREAM_SECRET_HEADER: self.upstream_secret}
 
 
 def resolve_images(typesense: bool = True) -> dict[str, str]:
@@ -119,33 +130,6 @@ def resolve_images(typesense: bool = True) -> dict[str, str]:
     tags = {name: require_image(name) for name in names}
     mark_in_use(list(tags.values()))
     return tags
-
-
-def check_seed(req: SandboxRequest) -> None:
-    """Reject seed rows the database would silently lose: tables the domain does not
-    have and, for tables whose model forbids extra fields, columns it does not have."""
-    for d in req.domains:
-        load_domain(d)  # an unknown domain fails here
-    for d, tables in req.seed.items():
-        if d not in req.domains:
-            raise SeedError(f"seed rows for domain {d!r}, which the request does not start ({req.domains})")
-        specs = {t.name: t for t in load_domain(d).tables}
-        unknown = sorted(set(tables) - set(specs))
-        if unknown:
-            raise SeedError(f"seed for {d} names unknown tables: {', '.join(unknown)}")
-        for name, rows in tables.items():
-            spec = specs[name]
-            if spec.extra != "forbid":
-                continue
-            allowed = set(spec.field_names)
-            for i, row in enumerate(rows):
-                extra = sorted(set(row) - allowed)
-                if extra:
-                    raise SeedError(
-                        f"seed for {d}: table {name} row {i} has unknown column(s) {', '.join(extra)} "
-                        f"(the table's model forbids extra fields; validate rows with "
-                        f"servers.engine.seeding.initial_rows)"
-                    )
 
 
 def schema_name(domain: str) -> str:
@@ -190,7 +174,7 @@ class Sandbox:
         self._ips: dict[str, str] = {}
         self._timings: dict[str, float] = {}
         self._admin_conn: psycopg.Connection[Any] | None = None
-        self._admin_pw = self._tool_pw = self._ts_key = ""
+        self._admin_pw = self._tool_pw = self._ts_key = self._upstream_secret = ""
         # start() and close() never overlap: a close() from another thread (an asyncio
         # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
         # finish, and only then removes what it created.
@@ -231,7 +215,8 @@ class Sandbox:
         t0 = time.monotonic()
         self._raise_if_aborted()
         images = req.images or resolve_images(typesense=req.typesense)
-        check_seed(req)  # fail before starting anything on an unknown domain, table or column
+        if req.prepare is not None:
+            req.prepare.check(req.domains)  # fail before starting anything on bad input
 
         ensure_host_guard()
         self._network = Network(
@@ -256,6 +241,7 @@ class Sandbox:
 
         self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
         self._ts_key = secrets.token_urlsafe(18)
+        self._upstream_secret = secrets.token_urlsafe(32)
         specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"]), "postgres")]
         if req.typesense:
             specs.append((typesense_spec(images["typesense"], self._ts_key), "typesense"))
@@ -267,6 +253,7 @@ class Sandbox:
                 # Created at prepare time only when the task has policy documents;
                 # until then the server reports search as unavailable.
                 "TBX_TYPESENSE_COLLECTION": POLICY_COLLECTION if req.typesense else "",
+                UPSTREAM_SECRET_ENV: self._upstream_secret,
             }
             specs.append((server_spec(images["servers"], d, env), d))
 
@@ -294,20 +281,21 @@ class Sandbox:
     def _prepare(self) -> AttemptHandle:
         self._raise_if_aborted()
         req = self.request
-        check_seed(req)
+        if req.prepare is not None:
+            req.prepare.check(req.domains)  # a pooled sandbox meets its preparer only now
         t0 = time.monotonic()
         pg = PgEndpoint(
             host=self._ips["postgres"], admin_password=self._admin_pw, tool_password=self._tool_pw
         )
         ts_url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}" if req.typesense else None
-        collection = POLICY_COLLECTION if (req.typesense and req.policy_sources) else None
+        collection: str | None = None
         with ThreadPoolExecutor(max_workers=2) as pool:
-            jobs = [pool.submit(self._seed_postgres, pg)]
-            if ts_url and collection:
-                jobs.append(pool.submit(self._index_policies, ts_url, collection))
-            for fut in jobs:
-                name, seconds = fut.result()
-                self._timings[name] = seconds
+            seeded = pool.submit(self._seed_postgres, pg)
+            indexed = pool.submit(self._index_documents, ts_url) if ts_url else None
+            self._timings["postgres_seeded"] = seeded.result()
+            if indexed is not None and (seconds := indexed.result()) is not None:
+                collection = POLICY_COLLECTION
+                self._timings["policies_indexed"] = seconds
         self._timings["prepared"] = time.monotonic() - t0
         self._timings["ready"] = self._timings["booted"] + self._timings["prepared"]
         assert self._network is not None
@@ -320,6 +308,7 @@ class Sandbox:
             typesense_api_key=self._ts_key if req.typesense else None,
             collection=collection,
             servers={d: f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains},
+            upstream_secret=self._upstream_secret,
             containers={role: c.get_wrapped_container().id for role, c in self._containers.items()},
             timings=dict(self._timings),
         )
@@ -380,7 +369,8 @@ class Sandbox:
         # One client for the whole wait: a bare httpx.get() builds a new client (and TLS
         # context) per call, ~45 ms of CPU, which at a 10 ms poll interval took a core away
         # from the very containers being waited for.
-        with httpx.Client(timeout=1.0) as client:
+        headers = {UPSTREAM_SECRET_HEADER: self._upstream_secret} if role.startswith("server-") else {}
+        with httpx.Client(timeout=1.0, headers=headers) as client:
 
             def probe() -> None:
                 client.get(url).raise_for_status()
@@ -405,7 +395,7 @@ class Sandbox:
         )
         return "postgres_ready", time.monotonic() - t
 
-    def _seed_postgres(self, pg: PgEndpoint) -> tuple[str, float]:
+    def _seed_postgres(self, pg: PgEndpoint) -> float:
         t = time.monotonic()
         if self._admin_conn is None:
             raise SandboxError("prepare() called before boot()")
@@ -418,26 +408,23 @@ class Sandbox:
                 )
             )
             for d in self.request.domains:
-                domain = load_domain(d)
                 schema = sql.Identifier(schema_name(d))
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
                 conn.execute(
                     sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, sql.Identifier(TOOL_ROLE))
                 )
                 conn.execute(sql.SQL("SET search_path TO {}").format(schema))
-                try:
-                    load_state(conn, domain.tables, self.request.seed.get(d, {}))
-                except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
-                    raise SeedError(f"seeding {d} failed: {exc}") from exc
-        return "postgres_seeded", time.monotonic() - t
+                if self.request.prepare is not None:
+                    self.request.prepare.seed(conn, d, TOOL_ROLE)
+        return time.monotonic() - t
 
-    def _index_policies(self, url: str, collection: str) -> tuple[str, float]:
+    def _index_documents(self, url: str) -> float | None:
+        """Seconds spent indexing, or None when the preparer had no documents."""
+        if self.request.prepare is None:
+            return None
         t = time.monotonic()
-        from servers import knowledge
-
-        client = knowledge.make_client(url, self._ts_key)
-        knowledge.index_sources(client, collection, self.request.policy_sources)
-        return "policies_indexed", time.monotonic() - t
+        endpoint = TypesenseEndpoint(url=url, api_key=self._ts_key, collection=POLICY_COLLECTION)
+        return time.monotonic() - t if self.request.prepare.index(endpoint) else None
 
     # ---- teardown ----------------------------------------------------------
     def close(self) -> None:

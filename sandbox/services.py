@@ -22,6 +22,13 @@ PG_PORT = 5432
 TYPESENSE_PORT = 8108
 SERVER_PORT = 8000
 PG_BOOTSTRAP_PASSWORD = "tbx-bootstrap"  # replaced by per-attempt passwords at seed time
+# The role the servers connect as: created (NOLOGIN, with its limits) by the
+# postgres image (images/postgres/init-template.sh), given a password at prepare time.
+TOOL_ROLE = "tbx_tool"
+# The per-attempt secret the servers demand on every request (handed to each
+# server container in its environment; servers/engine/app.py checks it).
+UPSTREAM_SECRET_ENV = "TBX_UPSTREAM_SECRET"
+UPSTREAM_SECRET_HEADER = "X-Tbx-Upstream-Secret"
 # The images run their services under fixed ids; tmpfs mounts are handed to
 # them with uid=/gid= (some Docker setups ignore a tmpfs mode=).
 PG_UID = 999

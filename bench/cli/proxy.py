@@ -14,23 +14,15 @@ import argparse
 import json
 import sys
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from bench.cli.signals import stop_signals_as_interrupt
 from bench.dataset import Benchmark, Task
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
-
-
-@dataclass(frozen=True)
-class ToolPolicy:
-    """The proxy-side view of a scenario's tools: what an attempt may see and call."""
-
-    allowed_tools: list[str] | None = None  # None: every tool its servers list
-    overrides: dict[str, str] = field(default_factory=dict)  # tool -> description
-    arg_overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # tool -> {arg: description}
+from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer, ToolPolicy
 
 
 def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
+    """The proxy-side view of a scenario's tools: what an attempt may see and call."""
     scenario = bench.scenario_of(task)
     return ToolPolicy(
         allowed_tools=list(scenario.tool_names),
@@ -43,14 +35,17 @@ def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
     )
 
 
-def wait_for_interrupt() -> None:
-    """Block until Ctrl-C (or SIGTERM/SIGHUP inside `stop_signals_as_interrupt`)."""
+def wait_for_interrupt(failed: Callable[[], str | None] | None = None, every: float = 0.5) -> str | None:
+    """Block until Ctrl-C (or SIGTERM/SIGHUP inside `stop_signals_as_interrupt`),
+    or until `failed()` (asked every `every` s) returns a reason, which is returned."""
     stop = threading.Event()
     try:
-        while not stop.wait(3600):
-            pass
+        while not stop.wait(every if failed else 3600):
+            if failed is not None and (reason := failed()) is not None:
+                return reason
     except KeyboardInterrupt:
         pass
+    return None
 
 
 def proxy_command(args: argparse.Namespace) -> int:
@@ -68,7 +63,8 @@ def proxy_command(args: argparse.Namespace) -> int:
             print(
                 f"tbx proxy serving MCP at {proxy.url} (each attempt: Authorization: Bearer <its token>)\n"
                 f"  admin API:   {proxy.admin_url}  (Authorization: Bearer {proxy.admin_token})\n"
-                "  register:    POST /attempts {attempt_id, upstreams: {domain: mcp_url}, allowed_tools, overrides}\n"
+                "  register:    POST /attempts {attempt_id, upstreams: {domain: {url, headers}}, policy, "
+                "containers, network}\n"
                 "Ctrl-C stops it.",
                 flush=True,
             )

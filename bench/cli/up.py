@@ -2,7 +2,11 @@
 session proxy: any MCP client can drive it through the printed proxy endpoint
 (with its bearer token), exactly as an agent would (allow-listed tools only).
 With --json it prints one JSON line once ready: mcp_url, token, url_with_token,
-psql, servers (the direct server endpoints), and the whole attempt handle."""
+psql, servers (the direct server endpoints) with server_headers (the header
+they demand), and the whole attempt handle.
+
+The proxy watches the sandbox: if its containers or network vanish (a `tbx gc`
+from another shell, a daemon restart), `tbx up` says so and exits 1."""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.proxy import ToolPolicy, wait_for_interrupt
+from bench.cli.proxy import wait_for_interrupt
 from bench.cli.signals import stop_signals_as_interrupt
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, Registration
+from bench.run.request import seeded_request
+from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, Registration, ToolPolicy
 from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
@@ -44,7 +49,7 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
         rows = initial_rows(domain.tables, data, None)
     except DataPatchError as exc:
         raise SystemExit(f"tbx up: {path}: {exc}") from exc
-    return SandboxRequest(domains=[domain.name], seed={domain.name: rows}, **kwargs)
+    return seeded_request({domain.name: rows}, **kwargs)
 
 
 def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
@@ -67,8 +72,9 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
         lines.append(f"  proxy MCP:  {reg.url}  (header Authorization: Bearer {reg.token})")
         lines.append(f"  proxy MCP, token in the path:  {reg.path_url}")
         lines.append(f"  {len(reg.tools)} tools listed through the proxy")
+    header = ": ".join(next(iter(handle.server_headers.items())))
     for domain, url in handle.servers.items():
-        lines.append(f"  direct MCP ({domain}, no allow-list):  {url}")
+        lines.append(f"  direct MCP ({domain}, no allow-list):  {url}  (header {header})")
         lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
     if handle.typesense_url:
         lines.append(f"  typesense:  {handle.typesense_url}  (api key {handle.typesense_api_key})")
@@ -89,6 +95,7 @@ def endpoints_json(handle: AttemptHandle, reg: Registration) -> str:
             "psql": handle.pg.psql_command(first),
             "psql_commands": {d: handle.pg.psql_command(d) for d in handle.servers},
             "servers": handle.servers,
+            "server_headers": handle.server_headers,
             "attempt_id": handle.attempt_id,
             "run_id": handle.run_id,
             "typesense_url": handle.typesense_url,
@@ -114,14 +121,15 @@ def up_command(args: argparse.Namespace) -> int:
     )
     with stop_signals_as_interrupt(), Sandbox(request) as sb, proxy:
         assert sb.handle is not None
-        reg = proxy.register(
-            sb.handle.attempt_id,
-            sb.handle.servers,
-            policy.allowed_tools,
-            policy.overrides,
-            arg_overrides=policy.arg_overrides,
-        )
+        reg = proxy.register(RegisterRequest.for_sandbox(sb.handle, policy))
         print(endpoints_json(sb.handle, reg) if args.json else describe(sb.handle, reg), flush=True)
-        wait_for_interrupt()
-        print("tearing down ...", file=sys.stderr, flush=True)
-    return 0
+        gone = wait_for_interrupt(lambda: proxy.gone(reg.token))
+        if gone is not None:
+            print(
+                f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            print("tearing down ...", file=sys.stderr, flush=True)
+    return 0 if gone is None else 1

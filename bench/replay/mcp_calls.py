@@ -4,11 +4,12 @@ record what came back: the shared step of conformance and golden replays."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp import Client
 from pydantic import BaseModel
+
+from sandbox.proxy import upstream_client
 
 
 class CallRecord(BaseModel):
@@ -24,9 +25,12 @@ class CallRecord(BaseModel):
         return self.result.startswith('{"error": ')
 
 
-async def replay_calls(mcp_url: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[CallRecord]:
+async def replay_calls(
+    mcp_url: str, calls: Sequence[tuple[str, dict[str, Any]]], headers: Mapping[str, str] | None = None
+) -> list[CallRecord]:
+    """`headers` go with every request (a sandbox's server needs `handle.server_headers`)."""
     out: list[CallRecord] = []
-    async with Client(mcp_url) as client:
+    async with upstream_client(mcp_url, headers) as client:
         for tool, params in calls:
             t = time.perf_counter()
             res = await client.call_tool(tool, params)

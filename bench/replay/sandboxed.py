@@ -64,12 +64,12 @@ async def replay_task(
         kwargs["run_id"] = run_id
     t0 = time.monotonic()
     request = await asyncio.to_thread(sandbox_request, bench, task, typesense=False, **kwargs)
-    sandbox = AsyncSandbox(request) if pool is None else await pool.acquire(seed=request.seed)
+    sandbox = AsyncSandbox(request) if pool is None else await pool.acquire(request.prepare)
     async with sandbox as sb:
         t_ready = time.monotonic()
         initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
         t_seeded = time.monotonic()
-        records = await replay_calls(sb.handle.servers[task.domain], calls)
+        records = await replay_calls(sb.handle.servers[task.domain], calls, sb.handle.server_headers)
         t_replayed = time.monotonic()
         final = await asyncio.to_thread(dump_state, sb.handle, task.domain)
         t_dumped = time.monotonic()

@@ -1,29 +1,109 @@
 """From a task to the sandbox request that starts its attempt: the domain's
 base seed rows plus the task's data_patch (upsert), and the scenario's
-policy documents. Nothing golden goes into the request."""
+policy documents. Nothing golden goes into the request.
+
+The sandbox knows no domain; `TaskPreparation` is what it is handed to check
+the request and fill the attempt's schemas and search index (a
+`sandbox.preparer.Preparer`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+from pydantic import BaseModel, Field
+
 from bench.dataset import Benchmark, Task
+from sandbox.errors import SeedError
+from sandbox.preparer import TypesenseEndpoint
 from sandbox.sandbox import SandboxRequest
-from servers.engine.seeding import initial_rows
+from servers import knowledge
+from servers.engine.seeding import DataPatchError, initial_rows, load_state
 from servers.registry import load_domain
 
+Rows = dict[str, list[dict[str, Any]]]
 
-def initial_state(bench: Benchmark, task: Task) -> dict[str, list[dict[str, Any]]]:
+
+class TaskPreparation(BaseModel):
+    """An attempt's initial rows and policy documents, and how they go in."""
+
+    # domain -> table -> initial rows (validated, e.g. by servers.engine.seeding.initial_rows)
+    rows: dict[str, Rows] = Field(default_factory=dict)
+    # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
+    sources: list[dict[str, Any]] = Field(default_factory=list)
+
+    def check(self, domains: Sequence[str]) -> None:
+        """Reject seed rows the database would silently lose: tables the domain does not
+        have and, for tables whose model forbids extra fields, columns it does not have."""
+        for d in domains:
+            load_domain(d)  # an unknown domain fails here
+        for d, tables in self.rows.items():
+            if d not in domains:
+                raise SeedError(
+                    f"seed rows for domain {d!r}, which the request does not start ({list(domains)})"
+                )
+            specs = {t.name: t for t in load_domain(d).tables}
+            unknown = sorted(set(tables) - set(specs))
+            if unknown:
+                raise SeedError(f"seed for {d} names unknown tables: {', '.join(unknown)}")
+            for name, rows in tables.items():
+                spec = specs[name]
+                if spec.extra != "forbid":
+                    continue
+                allowed = set(spec.field_names)
+                for i, row in enumerate(rows):
+                    extra = sorted(set(row) - allowed)
+                    if extra:
+                        raise SeedError(
+                            f"seed for {d}: table {name} row {i} has unknown column(s) {', '.join(extra)} "
+                            f"(the table's model forbids extra fields; validate rows with "
+                            f"servers.engine.seeding.initial_rows)"
+                        )
+
+    def seed(self, conn: psycopg.Connection[Any], domain: str, tool_role: str) -> None:
+        try:
+            load_state(conn, load_domain(domain).tables, self.rows.get(domain, {}), tool_role)
+        except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
+            raise SeedError(f"seeding {domain} failed: {exc}") from exc
+
+    def index(self, typesense: TypesenseEndpoint) -> bool:
+        if not self.sources:
+            return False
+        client = knowledge.make_client(typesense.url, typesense.api_key)
+        knowledge.index_sources(client, typesense.collection, self.sources)
+        return True
+
+
+def seeded_request(
+    rows: dict[str, Rows], sources: list[dict[str, Any]] | None = None, **kwargs: Any
+) -> SandboxRequest:
+    """A request for the domains of `rows`, prepared with them (and `sources`)."""
+    return SandboxRequest(
+        domains=kwargs.pop("domains", None) or list(rows),
+        prepare=TaskPreparation(rows=rows, sources=sources or []),
+        **kwargs,
+    )
+
+
+def initial_state(bench: Benchmark, task: Task) -> Rows:
     domain = load_domain(task.domain)
     init = bench.effective_init(task)
     return initial_rows(domain.tables, bench.seed(domain.module), init.data_patch)
 
 
-def sandbox_request(bench: Benchmark, task: Task, *, typesense: bool = True, **kwargs: Any) -> SandboxRequest:
+def task_preparation(bench: Benchmark, task: Task, *, typesense: bool = True) -> TaskPreparation:
     init = bench.effective_init(task)
+    return TaskPreparation(
+        rows={task.domain: initial_state(bench, task)},
+        sources=[s.model_dump() for s in init.sources] if typesense else [],
+    )
+
+
+def sandbox_request(bench: Benchmark, task: Task, *, typesense: bool = True, **kwargs: Any) -> SandboxRequest:
     return SandboxRequest(
         domains=[task.domain],
-        seed={task.domain: initial_state(bench, task)},
-        policy_sources=[s.model_dump() for s in init.sources] if typesense else [],
+        prepare=task_preparation(bench, task, typesense=typesense),
         typesense=typesense,
         **kwargs,
     )

@@ -51,7 +51,7 @@ from judge.rubric import JudgeModelConfig, RubricJudge
 from judge.verdict import decide
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
-from sandbox.proxy import ProxyCall, ProxyServer
+from sandbox.proxy import ProxyCall, ProxyServer, RegisterRequest, SandboxGoneError
 from sandbox.sandbox import AsyncSandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
@@ -394,13 +394,8 @@ class Runner:
                     initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
                     timings["initial_dump"] = time.monotonic() - t
                     policy = task_tool_policy(self.bench, task)
-                    reg = await proxy.aregister(
-                        attempt_id,
-                        sb.handle.servers,
-                        policy.allowed_tools or None,
-                        policy.overrides,
-                        arg_overrides=policy.arg_overrides,
-                    )
+                    policy = policy.model_copy(update={"allowed_tools": policy.allowed_tools or None})
+                    reg = await proxy.aregister(RegisterRequest.for_sandbox(sb.handle, policy))
                     t = time.monotonic()
                     try:
                         traj = await run_attempt_agent(
@@ -415,7 +410,10 @@ class Runner:
                             clients=clients,
                         )
                     finally:
+                        gone = proxy.gone(reg.token)
                         calls = await proxy.aunregister(reg.token)
+                        if gone is not None:  # whatever the agent saw, this is the cause
+                            raise SandboxGoneError(f"attempt {attempt_id}: {gone}")
                     timings["agent"] = time.monotonic() - t
                     t = time.monotonic()
                     terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
@@ -475,7 +473,7 @@ class Runner:
             )
             self.pools[task.domain] = pool
             await pool.__aenter__()
-        return await pool.acquire(seed=request.seed, policy_sources=request.policy_sources)
+        return await pool.acquire(request.prepare)
 
     async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
         if self.rubric_judge is None:

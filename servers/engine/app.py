@@ -4,6 +4,7 @@ the domain's own validator and come back as the reference's error replies."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
@@ -18,11 +19,18 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, Domain, ToolContext, run_tool
 
 log = logging.getLogger(__name__)
+
+# The per-attempt secret every request must carry (the sandbox sets the
+# variable and sends the header: sandbox/services.py names both too).
+UPSTREAM_SECRET_ENV = "TBX_UPSTREAM_SECRET"
+UPSTREAM_SECRET_HEADER = "X-Tbx-Upstream-Secret"
+_UNAUTHORIZED = b'{"error": "missing or invalid upstream secret"}'
 
 
 class DomainRuntime:
@@ -84,7 +92,34 @@ def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
     return Server(runtime.domain.server, version="tbx", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def build_app(runtime: DomainRuntime) -> Starlette:
+class RequireSecret:
+    """Answer 401 to any HTTP request without the attempt's secret: only the
+    attempt's own proxy (and host tooling holding the handle) reaches the tools,
+    and a proxy whose sandbox was replaced at the same address gets nothing."""
+
+    def __init__(self, app: ASGIApp, secret: str):
+        self.app = app
+        self.secret = secret.encode()
+        self.header = UPSTREAM_SECRET_HEADER.lower().encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == self.header), b"")
+            if not hmac.compare_digest(given, self.secret):
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", b"%d" % len(_UNAUTHORIZED)),
+                ]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": _UNAUTHORIZED})
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(runtime: DomainRuntime, secret: str) -> Starlette:
+    """The domain's MCP app at /mcp (and /healthz); every request needs `secret`."""
+    if not secret:
+        raise ValueError(f"an upstream secret is required ({UPSTREAM_SECRET_ENV})")
     server = build_mcp_server(runtime)
 
     async def health(request: Request) -> JSONResponse:
@@ -93,10 +128,12 @@ def build_app(runtime: DomainRuntime) -> Starlette:
     # Reached by bridge IP inside a private network (or via the session
     # proxy), so the localhost-only Host-header check must not apply.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=True,
         host="0.0.0.0",
         transport_security=security,
         custom_starlette_routes=[Route("/healthz", health)],
     )
+    app.add_middleware(RequireSecret, secret=secret)
+    return app

@@ -71,13 +71,15 @@ def initial_rows(
     return {name: list(rows.values()) for name, rows in state.items()}
 
 
-def create_schema(conn: psycopg.Connection[Any], tables: Iterable[TableSpec]) -> None:
+def create_schema(
+    conn: psycopg.Connection[Any], tables: Iterable[TableSpec], tool_role: str = TOOL_ROLE
+) -> None:
     """Create the domain's tables and let the tool role read and write rows only."""
     for spec in tables:
         conn.execute(ddl(spec))
         conn.execute(
             sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
-                sql.Identifier(spec.name), sql.Identifier(TOOL_ROLE)
+                sql.Identifier(spec.name), sql.Identifier(tool_role)
             )
         )
 
@@ -98,10 +100,11 @@ def load_state(
     conn: psycopg.Connection[Any],
     tables: Iterable[TableSpec],
     rows_by_table: Mapping[str, list[dict[str, Any]]],
+    tool_role: str = TOOL_ROLE,
 ) -> None:
     """Create the schema and bulk-load every table in one transaction."""
     specs = list(tables)
     with conn.transaction():
-        create_schema(conn, specs)
+        create_schema(conn, specs, tool_role)
         for spec in specs:
             copy_rows(conn, spec, rows_by_table.get(spec.name, []))

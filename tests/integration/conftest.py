@@ -26,11 +26,12 @@ import docker
 import docker.errors
 import pytest
 
+from bench.run.request import seeded_request
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError
 from sandbox.images import require_image
-from sandbox.sandbox import AsyncSandbox, AttemptHandle, SandboxRequest
+from sandbox.sandbox import AsyncSandbox, AttemptHandle
 from sandbox.sweeper import leftovers, sweep
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
@@ -140,9 +141,7 @@ def sandbox_pair(base_images: dict[str, str], retail_rows: dict[str, list[dict[s
     shared by the isolation, egress and hardening tests (session-wide: two starts in all)."""
     run = lbl.new_id("run-it-pair")
     boxes = [
-        AsyncSandbox(
-            SandboxRequest(domains=["retail"], seed={"retail": retail_rows}, typesense=False, run_id=run)
-        )
+        AsyncSandbox(seeded_request({"retail": retail_rows}, domains=["retail"], typesense=False, run_id=run))
         for _ in range(2)
     ]
 

@@ -208,7 +208,9 @@ async def test_llm_agent_playing_the_golden_calls_reaches_the_golden_hash(
     ]
     config = models.config()
 
-    traj = await run_attempt_agent("think", task, bench, box.servers["retail"], None, config=config, seed=2)
+    traj = await run_attempt_agent(
+        "think", task, bench, box.servers["retail"], box.server_headers, config=config, seed=2
+    )
 
     assert traj.finish_reason == "user_done"
     assert current_hash(box) == trace["golden_state_hash"]
@@ -247,7 +249,9 @@ async def test_scripted_wrong_calls_miss_the_golden_hash(
     wrong = [*calls[:refund], *calls[refund + 1 :]]  # the refund is never made
     models.scripts["agent-m"] = [*tool_call_msgs(wrong), {"role": "assistant", "content": "Done. <DONE>"}]
 
-    traj = await run_attempt_agent("think", task, bench, box.servers["retail"], None, config=models.config())
+    traj = await run_attempt_agent(
+        "think", task, bench, box.servers["retail"], box.server_headers, config=models.config()
+    )
 
     assert traj.finish_reason == "done" and traj.final_message == "Done."
     assert len(traj.tool_calls) == len(calls) - 1
@@ -262,7 +266,7 @@ async def test_oracle_reaches_the_golden_hash(
         task = bench.task(task_id)
         trace = traces[task_id]
         assert reseed(box, bench, task) == trace["initial_state_hash"]
-        traj = await run_attempt_agent("oracle", task, bench, box.servers["retail"], None)
+        traj = await run_attempt_agent("oracle", task, bench, box.servers["retail"], box.server_headers)
         assert traj.finish_reason == "done" and traj.done_by == "text", task_id
         assert [c.result for c in traj.tool_calls] == [c["result"] for c in trace["calls"]], task_id
         assert current_hash(box) == trace["golden_state_hash"], task_id
@@ -274,7 +278,7 @@ async def test_noop_leaves_the_initial_state(
 ) -> None:
     task = bench.task(ORACLE_TASKS[1])
     initial = reseed(box, bench, task)
-    traj = await run_attempt_agent("noop", task, bench, box.servers["retail"], None)
+    traj = await run_attempt_agent("noop", task, bench, box.servers["retail"], box.server_headers)
     assert traj.finish_reason == "done" and traj.tool_calls == [] and traj.agent_turns == 1
     assert current_hash(box) == initial == traces[task.id]["initial_state_hash"]
 
@@ -284,7 +288,9 @@ async def test_chaos_is_reproducible_on_a_real_server(bench: Benchmark, box: Att
     runs = []
     for _ in range(2):
         reseed(box, bench, task)
-        traj = await run_attempt_agent("chaos:0.5", task, bench, box.servers["retail"], None, seed=11)
+        traj = await run_attempt_agent(
+            "chaos:0.5", task, bench, box.servers["retail"], box.server_headers, seed=11
+        )
         runs.append(
             (
                 traj.metadata["chaos"],

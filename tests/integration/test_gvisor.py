@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from bench.replay.mcp_calls import replay_calls
+from bench.run.request import seeded_request
 from sandbox.docker_client import docker_client
-from sandbox.sandbox import AsyncSandbox, SandboxRequest
+from sandbox.sandbox import AsyncSandbox
 from sandbox.services import Limits
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
@@ -24,9 +25,8 @@ def test_sandbox_runs_under_gvisor(dataset: Path) -> None:
         pytest.skip("runsc is not a Docker runtime of this daemon: run scripts/install-gvisor.sh")
     domain = load_domain("retail")
     seed = json.loads((dataset / "servers" / domain.module / "seed.json").read_text())
-    request = SandboxRequest(
-        domains=["retail"],
-        seed={"retail": initial_rows(domain.tables, seed, None)},
+    request = seeded_request(
+        {"retail": initial_rows(domain.tables, seed, None)},
         typesense=False,
         limits=Limits(runtime="runsc"),
     )
@@ -35,7 +35,9 @@ def test_sandbox_runs_under_gvisor(dataset: Path) -> None:
         async with AsyncSandbox(request) as sb:
             ids = sb.handle.containers.values()
             used = [docker_client().containers.get(cid).attrs["HostConfig"]["Runtime"] for cid in ids]
-            calls = await replay_calls(sb.handle.servers["retail"], [("get_order", {"order_id": "nope"})])
+            calls = await replay_calls(
+                sb.handle.servers["retail"], [("get_order", {"order_id": "nope"})], sb.handle.server_headers
+            )
             return used, calls[0].result
 
     used, reply = asyncio.run(attempt())

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 import sandbox.images
+from bench.run.request import TaskPreparation, seeded_request
 from sandbox.errors import ImageMissingError, SeedError
-from sandbox.sandbox import Sandbox, SandboxRequest, check_seed, resolve_images
+from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
@@ -43,7 +44,7 @@ def test_missing_image_names_the_build_command(
         return f"tbx/{name}:0000000000000000" if name == missing else real(name)
 
     monkeypatch.setattr(sandbox.images, "image_tag", image_tag)
-    request = SandboxRequest(domains=["retail"], seed={"retail": retail_rows}, typesense=True, run_id=run_id)
+    request = seeded_request({"retail": retail_rows}, domains=["retail"], typesense=True, run_id=run_id)
     with pytest.raises(ImageMissingError) as err:
         Sandbox(request).start()
     message = str(err.value)
@@ -65,16 +66,16 @@ def test_unknown_column_in_a_strict_table_is_rejected(
     rows = copy.deepcopy(retail_rows)
     rows[ORDERS][1]["loyalty_hint"] = "x"
     message = _start_fails(
-        SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id)
+        seeded_request({"retail": rows}, domains=["retail"], typesense=False, run_id=run_id)
     )
     assert ORDERS in message and "loyalty_hint" in message and "row 1" in message
 
 
-def test_unknown_column_in_a_lenient_table_is_not_an_error(retail_rows: Any, run_id: str) -> None:
+def test_unknown_column_in_a_lenient_table_is_not_an_error(retail_rows: Any) -> None:
     """Zendesk tables ignore extra fields (as the reference's models do)."""
     rows = copy.deepcopy(retail_rows)
     rows["zendesk_tickets"][0]["loyalty_hint"] = "x"
-    check_seed(SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id))
+    TaskPreparation(rows={"retail": rows}).check(["retail"])
 
 
 def test_unknown_table_or_domain_in_the_seed_is_rejected(
@@ -82,12 +83,10 @@ def test_unknown_table_or_domain_in_the_seed_is_rejected(
 ) -> None:
     rows = {**retail_rows, "orders": retail_rows[ORDERS]}
     message = _start_fails(
-        SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id)
+        seeded_request({"retail": rows}, domains=["retail"], typesense=False, run_id=run_id)
     )
     assert "unknown tables: orders" in message
-    message = _start_fails(
-        SandboxRequest(domains=["retail"], seed={"travel": {}}, typesense=False, run_id=run_id)
-    )
+    message = _start_fails(seeded_request({"travel": {}}, domains=["retail"], typesense=False, run_id=run_id))
     assert "'travel'" in message
 
 
@@ -96,8 +95,8 @@ def test_image_removed_after_the_run_resolved_it(base_images: Any, retail_rows: 
     (a rebuild pruned it): the error says so instead of docker's failed pull."""
     images = dict(resolve_images(False))
     images["servers"] = "tbx/servers:feedfacefeedface"
-    request = SandboxRequest(
-        domains=["retail"], seed={"retail": retail_rows}, typesense=False, run_id=run_id, images=images
+    request = seeded_request(
+        {"retail": retail_rows}, domains=["retail"], typesense=False, run_id=run_id, images=images
     )
     with pytest.raises(ImageMissingError, match="tbx/servers:feedfacefeedface no longer exists"):
         Sandbox(request).start()

@@ -165,7 +165,11 @@ def test_typesense_sandbox_is_hardened_and_serves_policy_search(
         ts = dclient.containers.get(handle.containers["typesense"]).attrs
         assert not ts["HostConfig"]["PortBindings"]
         # The server reaches its Typesense through the private network.
-        [rec] = asyncio.run(replay_calls(handle.servers["retail"], [("search_policy", {"query": "return"})]))
+        [rec] = asyncio.run(
+            replay_calls(
+                handle.servers["retail"], [("search_policy", {"query": "return"})], handle.server_headers
+            )
+        )
         assert not rec.is_error, rec.result
         assert rec.result.strip() not in ("", "[]", "{}")
         # Typesense has no way out either (bash /dev/tcp; no python in that image).

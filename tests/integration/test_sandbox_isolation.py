@@ -48,6 +48,7 @@ def test_writes_in_one_sandbox_are_invisible_in_the_other(
         replay_calls(
             a.servers["retail"],
             [("zendesk_create_item", {"table": "tickets", "item": {"subject": "isolation probe"}})],
+            a.server_headers,
         )
     )
     assert not rec.is_error, rec.result
@@ -69,7 +70,11 @@ def test_writes_in_one_sandbox_are_invisible_in_the_other(
     assert _state_hash(a) != seeded
     # B's server reads B's database: the ticket created in A does not exist there.
     [get] = asyncio.run(
-        replay_calls(b.servers["retail"], [("zendesk_get_item", {"table": "tickets", "id": created["id"]})])
+        replay_calls(
+            b.servers["retail"],
+            [("zendesk_get_item", {"table": "tickets", "id": created["id"]})],
+            b.server_headers,
+        )
     )
     assert "isolation probe" not in get.result
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.run.request import seeded_request
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest
 from sandbox.sweeper import leftovers, sweep
 
@@ -20,13 +21,14 @@ pytestmark = pytest.mark.docker
 # Started in a subprocess: one retail sandbox (real seed), "ready" once it is up, then sleep.
 HOLDER = """
 import json, sys, time
-from sandbox.sandbox import Sandbox, SandboxRequest
+from bench.run.request import seeded_request
+from sandbox.sandbox import Sandbox
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 
 run, seed = sys.argv[1], sys.argv[2]
 rows = initial_rows(load_domain("retail").tables, json.load(open(seed)), None)
-req = SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run)
+req = seeded_request({"retail": rows}, domains=["retail"], typesense=False, run_id=run)
 print("starting", flush=True)
 with Sandbox(req) as sb:
     print("ready", sb.handle.attempt_id, flush=True)
@@ -35,7 +37,7 @@ with Sandbox(req) as sb:
 
 
 def _request(rows: dict[str, list[dict[str, Any]]], run_id: str) -> SandboxRequest:
-    return SandboxRequest(domains=["retail"], seed={"retail": rows}, typesense=False, run_id=run_id)
+    return seeded_request({"retail": rows}, domains=["retail"], typesense=False, run_id=run_id)
 
 
 def _wait_for_containers(run_id: str, n: int, timeout: float) -> None:

@@ -1,0 +1,103 @@
+"""The session proxy's records: what registers an attempt (`RegisterRequest`,
+with its `ToolPolicy`), what registration returns, what a call leaves behind.
+The same models serve the in-process API and the standalone proxy's admin API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from sandbox.sandbox import AttemptHandle
+
+Outcome = Literal["ok", "tool_error", "refused", "timeout", "upstream_error", "protocol_error"]
+
+
+class ProxyError(SandboxError):
+    pass
+
+
+class SandboxGoneError(ProxyError):
+    """The attempt's sandbox vanished or was replaced while registered: a system error."""
+
+
+class ToolPolicy(BaseModel):
+    """What an attempt may see and call through the proxy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    allowed_tools: list[str] | None = None  # None: every tool its servers list (in their order)
+    overrides: dict[str, str] = Field(default_factory=dict)  # tool -> description shown instead
+    arg_overrides: dict[str, dict[str, str]] = Field(default_factory=dict)  # tool -> {arg: description}
+
+
+class Upstream(BaseModel):
+    url: str  # the server's MCP endpoint
+    headers: dict[str, str] = Field(default_factory=dict)  # sent on every request (the upstream secret)
+
+
+class RegisterRequest(BaseModel):
+    """One attempt's registration: its servers, its tool policy and, for a real
+    sandbox, the containers and network whose loss ends the attempt."""
+
+    attempt_id: str = Field(min_length=1)
+    upstreams: dict[str, Upstream] = Field(min_length=1)  # domain -> server
+    policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    call_timeout: float | None = Field(default=None, gt=0)
+    # role -> container id: checked running at registration and watched after;
+    # one gone (or the network) and every later call is refused.
+    containers: dict[str, str] = Field(default_factory=dict)
+    network: str | None = None
+
+    @field_validator("upstreams", mode="before")
+    @classmethod
+    def _plain_urls(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: {"url": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @classmethod
+    def for_sandbox(
+        cls, handle: AttemptHandle, policy: ToolPolicy | None = None, call_timeout: float | None = None
+    ) -> RegisterRequest:
+        """The registration of a started sandbox: every server with its secret, every container watched."""
+        return cls(
+            attempt_id=handle.attempt_id,
+            upstreams={d: Upstream(url=u, headers=handle.server_headers) for d, u in handle.servers.items()},
+            policy=policy or ToolPolicy(),
+            call_timeout=call_timeout,
+            containers=dict(handle.containers),
+            network=handle.network,
+        )
+
+
+class Registration(BaseModel):
+    attempt_id: str
+    token: str
+    url: str  # send `Authorization: Bearer <token>`
+    path_url: str  # the same endpoint with the token in the path (for clients that cannot set headers)
+    tools: list[str]  # what tools/list shows, in order
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+class ProxyCall(BaseModel):
+    """One tool call that reached the proxy, as it goes into the attempt's trajectory."""
+
+    attempt_id: str
+    tool: str
+    arguments: dict[str, Any]
+    result: str  # the text content of the result (what the agent reads)
+    is_error: bool  # MCP's isError flag of the result handed to the agent
+    # ok | tool_error (upstream isError) | refused (unknown, not allow-listed or reserved) | timeout |
+    # upstream_error (the server did not answer) | protocol_error (it answered with a JSON-RPC error)
+    outcome: Outcome
+    domain: str | None = None  # the backend that served it (None when refused)
+    started_at: datetime
+    latency_ms: float

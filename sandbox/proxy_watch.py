@@ -1,0 +1,162 @@
+"""Watches the containers and networks of registered sandboxes so the proxy
+never relays to a sandbox that is gone: one Docker event stream (die, destroy,
+network disconnect) reports a loss within milliseconds, and a check of every
+watched container every few seconds (and after the stream reconnects) catches
+what an event stream can miss. A daemon that cannot be asked counts as a loss:
+the proxy cannot tell whether the address it would connect to is still the
+attempt's."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import docker.errors
+import requests.exceptions
+
+from sandbox.docker_client import docker_client
+from sandbox.proxy_models import SandboxGoneError
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY = 3.0  # seconds between full checks (the event stream reports most losses at once)
+RECONNECT_GRACE = 5.0  # seconds the daemon may be unreachable before every sandbox counts as lost
+EVENTS = ["die", "destroy", "disconnect", "pause"]
+
+OnGone = Callable[[str, str], None]  # (watch key, cause)
+
+
+@dataclass(frozen=True)
+class _Watched:
+    containers: dict[str, str]  # role -> id
+    network: str | None
+
+
+def check_alive(containers: Mapping[str, str], network: str | None, client: Any = None) -> None:
+    """Raise SandboxGoneError unless every container runs (by id) and, when
+    given, they are all still attached to `network`."""
+    client = client or docker_client()
+    for role, cid in containers.items():
+        try:
+            attrs = client.api.inspect_container(cid)
+        except docker.errors.NotFound:
+            raise SandboxGoneError(
+                f"sandbox gone: its {role} container {cid[:12]} no longer exists"
+            ) from None
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise SandboxGoneError(
+                f"sandbox state unknown: cannot ask the Docker daemon about {role}: {exc}"
+            ) from exc
+        state = attrs.get("State", {})
+        if not state.get("Running") or state.get("Paused"):
+            raise SandboxGoneError(
+                f"sandbox gone: its {role} container {cid[:12]} is {state.get('Status', 'not running')}"
+            )
+        if network is not None and network not in (attrs.get("NetworkSettings", {}).get("Networks") or {}):
+            raise SandboxGoneError(f"sandbox gone: its {role} container {cid[:12]} left network {network}")
+
+
+class SandboxWatch:
+    """Calls `on_gone(key, cause)` once per watched sandbox that is lost (from its own threads)."""
+
+    def __init__(self, on_gone: OnGone, check_every: float = CHECK_EVERY):
+        self.on_gone = on_gone
+        self.check_every = check_every
+        self._watched: dict[str, _Watched] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._stream: Any = None
+
+    def add(self, key: str, containers: Mapping[str, str], network: str | None) -> None:
+        """Start watching (after `check_alive` passed for them)."""
+        with self._lock:
+            self._watched[key] = _Watched(dict(containers), network)
+            if not self._threads:
+                for target, name in ((self._follow_events, "events"), (self._check_loop, "check")):
+                    thread = threading.Thread(target=target, name=f"tbx-proxy-watch-{name}", daemon=True)
+                    thread.start()
+                    self._threads.append(thread)
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._watched.pop(key, None)
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            if self._stream is not None:
+                self._stream.close()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def _lost(self, key: str, cause: str) -> None:
+        with self._lock:
+            if self._watched.pop(key, None) is None:
+                return
+        log.warning("attempt %s: %s", key, cause)
+        self.on_gone(key, cause)
+
+    def check_all(self) -> None:
+        with self._lock:
+            items = list(self._watched.items())
+        for key, w in items:
+            try:
+                check_alive(w.containers, w.network)
+            except SandboxGoneError as exc:
+                self._lost(key, str(exc))
+
+    def _check_loop(self) -> None:
+        while not self._stop.wait(self.check_every):
+            self.check_all()
+
+    def _follow_events(self) -> None:
+        unreachable_since: float | None = None
+        while not self._stop.is_set():
+            try:
+                self._stream = docker_client().events(
+                    decode=True, filters={"type": ["container", "network"], "event": EVENTS}
+                )
+                unreachable_since = None
+                self.check_all()  # whatever happened while the stream was not open
+                for event in self._stream:
+                    self._on_event(event)
+                    if self._stop.is_set():
+                        return
+            except Exception as exc:  # the daemon went away (restart) or the stream broke
+                if self._stop.is_set():
+                    return
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since >= RECONNECT_GRACE:
+                    self._all_lost(f"sandbox state unknown: lost the Docker daemon's event stream ({exc!r})")
+                    unreachable_since = None
+            self._stop.wait(0.5)
+
+    def _all_lost(self, cause: str) -> None:
+        with self._lock:
+            keys = list(self._watched)
+        for key in keys:
+            self._lost(key, cause)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind, action = event.get("Type"), event.get("Action", "")
+        actor = event.get("Actor") or {}
+        attrs = actor.get("Attributes") or {}
+        with self._lock:
+            items = list(self._watched.items())
+        for key, w in items:
+            if kind == "container":
+                for role, cid in w.containers.items():
+                    if actor.get("ID") == cid:
+                        self._lost(key, f"sandbox gone: its {role} container {cid[:12]} got a {action} event")
+            elif kind == "network" and w.network is not None and attrs.get("name") == w.network:
+                if action == "destroy":
+                    self._lost(key, f"sandbox gone: its network {w.network} was removed")
+                elif action == "disconnect" and attrs.get("container") in w.containers.values():
+                    self._lost(key, f"sandbox gone: a container left its network {w.network}")
