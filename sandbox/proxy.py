@@ -632,6 +632,18 @@ class ProxyServer:
         return f"http://{HOST}:{self.port}/mcp"
 
     @property
+    def fast_path(self) -> bool:
+        return self.registry.fast_path
+
+    @property
+    def call_timeout(self) -> float:
+        return self.registry.call_timeout
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self.registry.max_request_bytes
+
+    @property
     def running(self) -> bool:
         return self._host.running
 

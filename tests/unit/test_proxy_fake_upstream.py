@@ -5,6 +5,7 @@ behaviour against real sandboxes is in tests/integration/test_proxy_sandbox.py."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -20,7 +21,17 @@ import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from sandbox.proxy import ProxyCall, ProxyError, ProxyServer, Registration, proxy_client, upstream_client
+from sandbox.proxy import (
+    ProxyCall,
+    ProxyError,
+    ProxyServer,
+    RegisterRequest,
+    Registration,
+    ToolPolicy,
+    Upstream,
+    proxy_client,
+    upstream_client,
+)
 from sandbox.proxy_admin import AdminClient
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string", "description": "upstream words"}}}
@@ -33,6 +44,7 @@ class FakeUpstream:
     def __init__(self, name: str, tools: list[str]):
         self.name = name
         self.received: list[str] = []
+        self.secrets: list[str | None] = []  # the X-Tbx-Upstream-Secret of every HTTP request
         listed = [types.Tool(name=t, description=f"{name}:{t}", input_schema=SCHEMA) for t in tools]
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -59,10 +71,17 @@ class FakeUpstream:
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
+
+        async def recording(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                found = [v.decode() for k, v in scope["headers"] if k == b"x-tbx-upstream-secret"]
+                self.secrets.append(found[0] if found else None)
+            await app(scope, receive, send)
+
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self._server = uvicorn.Server(uvicorn.Config(recording, log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10
@@ -97,6 +116,26 @@ def proxy(request: pytest.FixtureRequest) -> Iterator[ProxyServer]:
         yield p
 
 
+def _req(
+    attempt_id: str,
+    upstreams: dict[str, str],
+    allowed_tools: list[str] | None = None,
+    overrides: dict[str, str] | None = None,
+    *,
+    arg_overrides: dict[str, dict[str, str]] | None = None,
+    call_timeout: float | None = None,
+) -> RegisterRequest:
+    policy = ToolPolicy(
+        allowed_tools=allowed_tools, overrides=overrides or {}, arg_overrides=arg_overrides or {}
+    )
+    return RegisterRequest(
+        attempt_id=attempt_id,
+        upstreams={d: Upstream(url=u) for d, u in upstreams.items()},
+        policy=policy,
+        call_timeout=call_timeout,
+    )
+
+
 def _urls(fakes: dict[str, FakeUpstream]) -> dict[str, str]:
     return {name: f.url for name, f in fakes.items()}
 
@@ -114,19 +153,19 @@ async def test_merges_upstreams_and_refuses_reserved_and_unlisted(
     proxy: ProxyServer, upstreams: dict[str, FakeUpstream], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reg = await proxy.aregister(
-        "att-allow", _urls(upstreams), allowed_tools=["b_echo", "a_echo", "a_fail", "a_inband"]
+        _req("att-allow", _urls(upstreams), allowed_tools=["b_echo", "a_echo", "a_fail", "a_inband"])
     )
     assert reg.tools == ["b_echo", "a_echo", "a_fail", "a_inband"]
     alpha, beta = upstreams["alpha"], upstreams["beta"]
     before = (len(alpha.received), len(beta.received))
     through_sdk: list[str] = []
-    forward = proxy._forward
+    forward = proxy.registry._forward
 
     async def counting_forward(attempt: Any, name: str, arguments: Any) -> types.CallToolResult:
         through_sdk.append(name)
         return await forward(attempt, name, arguments)
 
-    monkeypatch.setattr(proxy, "_forward", counting_forward)
+    monkeypatch.setattr(proxy.registry, "_forward", counting_forward)
     async with proxy_client(reg) as client:
         listed = [t.name for t in (await client.list_tools()).tools]
         assert listed == ["b_echo", "a_echo", "a_fail", "a_inband"]
@@ -173,7 +212,7 @@ async def test_merges_upstreams_and_refuses_reserved_and_unlisted(
 async def test_no_allow_list_lists_everything_but_reserved(
     proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
 ) -> None:
-    reg = await proxy.aregister("att-all", _urls(upstreams), allowed_tools=None)
+    reg = await proxy.aregister(_req("att-all", _urls(upstreams), allowed_tools=None))
     try:
         assert reg.tools == ["a_echo", "a_sleep", "a_fail", "a_inband", "a_admin", "b_echo"]
         refused = await _call(reg, "__reserved__init")
@@ -184,11 +223,13 @@ async def test_no_allow_list_lists_everything_but_reserved(
 
 async def test_overrides_replace_descriptions(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
     reg = await proxy.aregister(
-        "att-over",
-        {"alpha": upstreams["alpha"].url},
-        ["a_echo", "a_fail"],
-        {"a_echo": "scenario words"},
-        arg_overrides={"a_fail": {"x": "scenario arg words"}},
+        _req(
+            "att-over",
+            {"alpha": upstreams["alpha"].url},
+            ["a_echo", "a_fail"],
+            {"a_echo": "scenario words"},
+            arg_overrides={"a_fail": {"x": "scenario arg words"}},
+        )
     )
     try:
         async with proxy_client(reg) as client:
@@ -204,7 +245,7 @@ async def test_overrides_replace_descriptions(proxy: ProxyServer, upstreams: dic
 async def test_call_timeout_returns_error_result_and_session_survives(
     proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
 ) -> None:
-    reg = await proxy.aregister("att-slow", {"alpha": upstreams["alpha"].url}, call_timeout=0.3)
+    reg = await proxy.aregister(_req("att-slow", {"alpha": upstreams["alpha"].url}, call_timeout=0.3))
     async with proxy_client(reg) as client:
         t = time.monotonic()
         slow = await client.call_tool("a_sleep", {"x": "5"})
@@ -218,8 +259,8 @@ async def test_call_timeout_returns_error_result_and_session_survives(
 
 
 async def test_tokens_are_required_and_scoped(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
-    reg_a = await proxy.aregister("att-a", {"alpha": upstreams["alpha"].url})
-    reg_b = await proxy.aregister("att-b", {"beta": upstreams["beta"].url})
+    reg_a = await proxy.aregister(_req("att-a", {"alpha": upstreams["alpha"].url}))
+    reg_b = await proxy.aregister(_req("att-b", {"beta": upstreams["beta"].url}))
     assert reg_a.token != reg_b.token and len(reg_a.token) >= 40
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
@@ -277,7 +318,7 @@ async def test_tokens_are_required_and_scoped(proxy: ProxyServer, upstreams: dic
 
 
 async def test_oversize_request_refused(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
-    reg = await proxy.aregister("att-big", {"alpha": upstreams["alpha"].url})
+    reg = await proxy.aregister(_req("att-big", {"alpha": upstreams["alpha"].url}))
     big = "x" * (proxy.max_request_bytes + 1)
     async with proxy_client(reg) as client:
         with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the HTTP 413 as an error
@@ -313,7 +354,7 @@ async def test_oversize_request_refused(proxy: ProxyServer, upstreams: dict[str,
 
 async def test_legacy_sessions_are_served(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
     """A 2025-era client (initialize handshake, session id) gets the same checks and recording."""
-    reg = await proxy.aregister("att-legacy", {"alpha": upstreams["alpha"].url}, ["a_echo", "a_fail"])
+    reg = await proxy.aregister(_req("att-legacy", {"alpha": upstreams["alpha"].url}, ["a_echo", "a_fail"]))
     async with proxy_client(reg, mode="legacy") as client:
         assert client.protocol_version != "2026-07-28"
         assert [t.name for t in (await client.list_tools()).tools] == ["a_echo", "a_fail"]
@@ -331,18 +372,18 @@ async def test_legacy_sessions_are_served(proxy: ProxyServer, upstreams: dict[st
 def test_bad_registrations_are_clear_errors(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
     urls = _urls(upstreams)
     with pytest.raises(ProxyError, match="no upstream offers"):
-        proxy.register("att-x", urls, ["a_echo", "missing_tool"])
+        proxy.register(_req("att-x", urls, ["a_echo", "missing_tool"]))
     with pytest.raises(ProxyError, match="reserved"):
-        proxy.register("att-x", urls, ["a_echo", "__reserved__init"])
+        proxy.register(_req("att-x", urls, ["a_echo", "__reserved__init"]))
     with pytest.raises(ProxyError, match="not listed"):
-        proxy.register("att-x", urls, ["a_echo"], {"b_echo": "words"})
+        proxy.register(_req("att-x", urls, ["a_echo"], {"b_echo": "words"}))
     with pytest.raises(ProxyError, match="more than one upstream"):
-        proxy.register("att-x", {"one": urls["alpha"], "two": urls["alpha"]}, ["a_echo"])
+        proxy.register(_req("att-x", {"one": urls["alpha"], "two": urls["alpha"]}, ["a_echo"]))
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/mcp"
     with pytest.raises(ProxyError, match="cannot reach the alpha server"):
-        proxy.register("att-x", {"alpha": dead})
+        proxy.register(_req("att-x", {"alpha": dead}))
     assert "att-x" not in proxy.attempts()
 
 
@@ -357,7 +398,7 @@ def test_admin_api(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> No
     assert r.status_code == 404
     with AdminClient(proxy.admin_url, proxy.admin_token) as admin:
         reg = admin.register(
-            "att-admin", {"beta": upstreams["beta"].url}, ["b_echo"], {"b_echo": "via admin"}
+            _req("att-admin", {"beta": upstreams["beta"].url}, ["b_echo"], {"b_echo": "via admin"})
         )
         assert "att-admin" in admin.attempts()
         result = anyio.run(_call, reg, "b_echo", {"x": "adm"})
@@ -368,17 +409,87 @@ def test_admin_api(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> No
         with pytest.raises(ProxyError, match="404"):
             admin.calls(reg.token)
         with pytest.raises(ProxyError, match="400"):
-            admin.register("att-bad", {"beta": upstreams["beta"].url}, ["nope"])
+            admin.register(_req("att-bad", {"beta": upstreams["beta"].url}, ["nope"]))
 
 
 def test_close_stops_everything(upstreams: dict[str, FakeUpstream]) -> None:
     proxy = ProxyServer().start()
     assert proxy.running
-    reg = proxy.register("att-close", {"beta": upstreams["beta"].url})
+    reg = proxy.register(_req("att-close", {"beta": upstreams["beta"].url}))
     proxy.close()
     proxy.close()  # idempotent
     with pytest.raises(httpx.ConnectError):
         httpx.post(reg.url, headers=reg.headers, timeout=2)
     with pytest.raises(ProxyError, match="not running"):
-        proxy.register("att-late", {"beta": upstreams["beta"].url})
-    assert not proxy.running and proxy._thread is not None and not proxy._thread.is_alive()
+        proxy.register(_req("att-late", {"beta": upstreams["beta"].url}))
+    assert not proxy.running and proxy._host._thread is not None and not proxy._host._thread.is_alive()
+
+
+async def test_upstream_headers_go_with_every_request(
+    proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    """The sandbox's upstream secret is sent on every request the proxy makes
+    (registration, listing, calls on either path); the agent never sees it."""
+    alpha = upstreams["alpha"]
+    before = len(alpha.secrets)
+    secret = {"X-Tbx-Upstream-Secret": "s3cret"}
+    reg = await proxy.aregister(
+        RegisterRequest(
+            attempt_id="att-secret",
+            upstreams={"alpha": Upstream(url=alpha.url, headers=secret)},
+            policy=ToolPolicy(allowed_tools=["a_echo"]),
+        )
+    )
+    try:
+        async with proxy_client(reg) as client:
+            await client.list_tools()
+            assert not (await client.call_tool("a_echo", {"x": "1"})).is_error
+            assert not (await client.call_tool("a_echo", {"x": "2"})).is_error
+    finally:
+        await proxy.aunregister(reg.token)
+    sent = alpha.secrets[before:]
+    assert len(sent) >= 3 and set(sent) == {"s3cret"}, sent
+
+
+async def test_a_lost_sandbox_relays_nothing(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
+    """What the sandbox watch does on a loss: every later request is refused
+    with the cause (503), nothing reaches the upstream, `gone` names it."""
+    alpha = upstreams["alpha"]
+    reg = await proxy.aregister(_req("att-gone", {"alpha": alpha.url}, ["a_echo"]))
+    try:
+        assert not (await _call(reg, "a_echo", {"x": "alive"})).is_error
+        assert proxy.gone(reg.token) is None
+        received, recorded = len(alpha.received), len(proxy.calls(reg.token))
+        loop = proxy._host._loop
+        assert loop is not None
+        on_gone = proxy.registry._gone_from_thread(loop)  # the watch's callback
+        on_gone(
+            hashlib.sha256(reg.token.encode()).hexdigest(),
+            "sandbox gone: its server-alpha container was removed",
+        )
+        deadline = time.monotonic() + 5
+        while proxy.gone(reg.token) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert proxy.gone(reg.token) == "sandbox gone: its server-alpha container was removed"
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "a_echo", "arguments": {}},
+        }
+        headers = {
+            **reg.headers,
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+        }
+        async with httpx.AsyncClient(timeout=5) as http:
+            for url in (reg.url, reg.path_url):
+                r = await http.post(url, json=body, headers=headers)
+                assert r.status_code == 503
+                assert "sandbox gone: its server-alpha container was removed" in r.json()["error"]["message"]
+        with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 503 as an error
+            await _call(reg, "a_echo", {"x": "late"})
+        assert len(alpha.received) == received and len(proxy.calls(reg.token)) == recorded
+    finally:
+        await proxy.aunregister(reg.token)
