@@ -48,8 +48,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.cli.proxy import task_tool_policy  # noqa: E402
 from bench.dataset import default_root, load_benchmark  # noqa: E402
-from bench.run.request import sandbox_request  # noqa: E402
-from sandbox.proxy import ProxyServer, Registration, proxy_client, upstream_client  # noqa: E402
+from bench.run.request import initial_state, sandbox_request  # noqa: E402
+from sandbox.proxy import ProxyServer, RegisterRequest, Registration, proxy_client, upstream_client  # noqa: E402
 from sandbox.proxy_admin import AdminClient  # noqa: E402
 from sandbox.sandbox import Sandbox  # noqa: E402
 from sandbox.sweeper import sweep  # noqa: E402
@@ -71,12 +71,18 @@ class Timings:
 
 
 async def measure(
-    direct_url: str, reg: Registration, order_id: str, n: int, warmup: int, cpu: Callable[[], float]
+    direct_url: str,
+    direct_headers: dict[str, str],
+    reg: Registration,
+    order_id: str,
+    n: int,
+    warmup: int,
+    cpu: Callable[[], float],
 ) -> Timings:
     """n interleaved pairs of calls (after `warmup` pairs); `cpu()` reads the proxy's CPU seconds."""
     out = Timings()
     args = {"order_id": order_id}
-    async with upstream_client(direct_url) as direct, proxy_client(reg) as proxied:
+    async with upstream_client(direct_url, direct_headers) as direct, proxy_client(reg) as proxied:
         for _ in range(warmup):
             await direct.call_tool("get_order", args)
             await proxied.call_tool("get_order", args)
@@ -157,13 +163,14 @@ def main() -> int:
     policy = task_tool_policy(bench, task)
     run_id = f"bench-proxy-{uuid.uuid4().hex[:8]}"
     request = sandbox_request(bench, task, typesense=False, run_id=run_id)
-    order_id = request.seed[task.domain][ORDERS][0]["id"]
+    order_id = initial_state(bench, task)[ORDERS][0]["id"]
     print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
     results = {}
     try:
         with Sandbox(request) as sb:
             assert sb.handle is not None
-            direct_url = sb.handle.servers[task.domain]
+            direct_url, direct_headers = sb.handle.servers[task.domain], sb.handle.server_headers
+            registration = RegisterRequest.for_sandbox(sb.handle, policy)
             for mode, fast, label in (
                 ("inproc", True, "proxy in-process (background thread), relay path"),
                 ("sdk", False, "proxy in-process, SDK path (MCP Server + upstream mcp.Client)"),
@@ -171,15 +178,29 @@ def main() -> int:
                 if args.mode not in (mode, "all"):
                     continue
                 with ProxyServer(fast_path=fast) as proxy:
-                    reg = proxy.register(sb.handle.attempt_id, sb.handle.servers, policy.allowed_tools)
-                    t = asyncio.run(measure(direct_url, reg, order_id, args.n, args.warmup, proxy.cpu_time))
+                    reg = proxy.register(registration)
+                    t = asyncio.run(
+                        measure(
+                            direct_url, direct_headers, reg, order_id, args.n, args.warmup, proxy.cpu_time
+                        )
+                    )
                     recorded = [c.latency_ms for c in proxy.unregister(reg.token)][args.warmup :]
                 results[mode] = report(label, t, recorded)
             if args.mode in ("standalone", "all"):
                 with standalone_proxy() as (admin, proc):
-                    reg = admin.register(sb.handle.attempt_id + "-s", sb.handle.servers, policy.allowed_tools)
+                    reg = admin.register(
+                        registration.model_copy(update={"attempt_id": sb.handle.attempt_id + "-s"})
+                    )
                     t = asyncio.run(
-                        measure(direct_url, reg, order_id, args.n, args.warmup, lambda: process_cpu(proc.pid))
+                        measure(
+                            direct_url,
+                            direct_headers,
+                            reg,
+                            order_id,
+                            args.n,
+                            args.warmup,
+                            lambda: process_cpu(proc.pid),
+                        )
                     )
                     recorded = [c.latency_ms for c in admin.unregister(reg.token)][args.warmup :]
                 results["standalone"] = report(

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +24,16 @@ import pytest
 from bench.cli.proxy import task_tool_policy
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.replay.sandboxed import dump_state
-from bench.run.request import sandbox_request
-from sandbox.proxy import ProxyServer, Registration, proxy_client, upstream_client
+from bench.run.request import TaskPreparation, sandbox_request
+from sandbox.docker_client import docker_client
+from sandbox.proxy import (
+    ProxyServer,
+    RegisterRequest,
+    Registration,
+    SandboxGoneError,
+    proxy_client,
+    upstream_client,
+)
 from sandbox.sandbox import Sandbox
 from sandbox.sweeper import leftovers, sweep
 
@@ -33,6 +42,7 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 RETAIL = "sandbox_external_retail_group1.py:test_case_ST002_001"
 TRAVEL = "external_booking_v1_group1.py:test_bmd_001"
+ORDERS = "external_retail_toolset_oms_models_orders"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
 
 
@@ -72,14 +82,14 @@ def proxy() -> Iterator[ProxyServer]:
 
 def _register(proxy: ProxyServer, bench: Benchmark, task: Task, sb: Sandbox, **kw: Any) -> Registration:
     assert sb.handle is not None
-    policy = task_tool_policy(bench, task)
-    return proxy.register(
-        sb.handle.attempt_id,
-        sb.handle.servers,
-        kw.pop("allowed_tools", policy.allowed_tools),
-        kw.pop("overrides", policy.overrides),
-        **kw,
-    )
+    policy = task_tool_policy(bench, task).model_copy(update=kw)
+    return proxy.register(RegisterRequest.for_sandbox(sb.handle, policy))
+
+
+def _rows(sb: Sandbox, domain: str, table: str) -> list[dict[str, Any]]:
+    prepare = sb.request.prepare
+    assert isinstance(prepare, TaskPreparation)
+    return prepare.rows[domain][table]
 
 
 async def test_tokens_isolate_attempts(
@@ -99,14 +109,14 @@ async def test_tokens_isolate_attempts(
             # the same tool name reads each attempt's own database
             r_text = _text(await r.call_tool("zendesk_get_items", {"table": "tickets"}))
             t_text = _text(await t.call_tool("zendesk_get_items", {"table": "tickets"}))
-            r_subjects = {x["subject"] for x in r_sb.request.seed["retail"]["zendesk_tickets"]}
-            t_subjects = {x["subject"] for x in t_sb.request.seed["travel"]["zendesk_tickets"]}
+            r_subjects = {x["subject"] for x in _rows(r_sb, "retail", "zendesk_tickets")}
+            t_subjects = {x["subject"] for x in _rows(t_sb, "travel", "zendesk_tickets")}
             assert r_subjects.isdisjoint(t_subjects)
             assert all(x in r_text for x in r_subjects) and not any(x in r_text for x in t_subjects)
             assert all(x in t_text for x in t_subjects) and not any(x in t_text for x in r_subjects)
 
             # a write through one token is invisible through the other
-            ticket = str(r_sb.request.seed["retail"]["zendesk_tickets"][0]["id"])
+            ticket = str(_rows(r_sb, "retail", "zendesk_tickets")[0]["id"])
             upd = await r.call_tool(
                 "zendesk_update_item",
                 {"table": "tickets", "id": ticket, "item": {"subject": "changed via A"}},
@@ -116,7 +126,7 @@ async def test_tokens_isolate_attempts(
             assert _text(await t.call_tool("zendesk_get_items", {"table": "tickets"})) == t_text
 
             # a tool of the other attempt's domain is refused, not forwarded anywhere
-            order_id = r_sb.request.seed["retail"]["external_retail_toolset_oms_models_orders"][0]["id"]
+            order_id = _rows(r_sb, "retail", ORDERS)[0]["id"]
             ok = await r.call_tool("get_order", {"order_id": order_id})
             assert not ok.is_error and order_id in _text(ok)
             refused = await t.call_tool("get_order", {"order_id": order_id})
@@ -152,7 +162,7 @@ async def test_refusals_and_overrides(
         overrides={"get_order": "Look an order up (scenario override)."},
         arg_overrides={"get_order": {"order_id": "The order's id (scenario override)."}},
     )
-    order_id = sb.request.seed["retail"]["external_retail_toolset_oms_models_orders"][0]["id"]
+    order_id = _rows(sb, "retail", ORDERS)[0]["id"]
     before = dump_state(sb.handle, "retail")
     try:
         async with proxy_client(reg) as client:
@@ -229,9 +239,15 @@ async def test_tbx_up_json_drives_one_sandbox(dataset: Path, bench: Benchmark) -
             assert names == bench.scenario_of(bench.task(RETAIL)).tool_names
             res = await client.call_tool("get_order", {"order_id": order_id})
             assert not res.is_error and order_id in _text(res)
-        # the direct endpoint answers too (no allow-list there)
-        async with upstream_client(info["servers"]["retail"]) as direct:
+        # the direct endpoint answers too (no allow-list there), with the attempt's secret only
+        assert set(info["server_headers"]) == {"X-Tbx-Upstream-Secret"}
+        async with upstream_client(info["servers"]["retail"], info["server_headers"]) as direct:
             assert not (await direct.call_tool("get_order", {"order_id": order_id})).is_error
+        async with httpx.AsyncClient(timeout=10) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            for wrong in ({}, {"X-Tbx-Upstream-Secret": info["token"]}):
+                r = await http.post(info["servers"]["retail"], json=body, headers={**MCP_HEADERS, **wrong})
+                assert r.status_code == 401, r.text
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -246,3 +262,76 @@ async def test_tbx_up_json_drives_one_sandbox(dataset: Path, bench: Benchmark) -
     assert code == 0
     with pytest.raises(httpx.ConnectError):
         httpx.post(info["mcp_url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=2)
+
+
+def _remove_containers(container_ids: list[str]) -> None:
+    """Remove a live sandbox's containers under its owner (what a `tbx gc` from another shell did)."""
+    client = docker_client()
+    for cid in container_ids:
+        client.containers.get(cid).remove(force=True)
+
+
+async def test_a_vanished_sandbox_is_refused_and_nothing_relayed(bench: Benchmark) -> None:
+    """Its containers removed under a live registration: the proxy notices, names
+    the cause, and refuses the next call without connecting anywhere."""
+    task = bench.task(RETAIL)
+    run_id = f"test-proxy-gone-{uuid.uuid4().hex[:8]}"
+    try:
+        with (
+            Sandbox(sandbox_request(bench, task, typesense=False, run_id=run_id)) as sb,
+            ProxyServer() as proxy,
+        ):
+            assert sb.handle is not None
+            reg = proxy.register(RegisterRequest.for_sandbox(sb.handle, task_tool_policy(bench, task)))
+            order_id = _rows(sb, "retail", ORDERS)[0]["id"]
+            async with proxy_client(reg) as client:
+                assert not (await client.call_tool("get_order", {"order_id": order_id})).is_error
+            recorded = len(proxy.calls(reg.token))
+            _remove_containers(list(sb.handle.containers.values()))
+            deadline = time.monotonic() + 10
+            while proxy.gone(reg.token) is None:
+                assert time.monotonic() < deadline, "the proxy did not notice the sandbox vanish"
+                time.sleep(0.05)
+            cause = proxy.gone(reg.token)
+            assert cause is not None and cause.startswith("sandbox gone:"), cause
+            body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            body["params"] = {"name": "get_order", "arguments": {"order_id": order_id}}
+            async with httpx.AsyncClient(timeout=10) as http:
+                r = await http.post(reg.url, json=body, headers={**MCP_HEADERS, **reg.headers})
+            assert r.status_code == 503 and "sandbox gone" in r.json()["error"]["message"], r.text
+            assert len(proxy.calls(reg.token)) == recorded  # nothing relayed, nothing recorded
+            # a registration against a sandbox that is gone is refused outright
+            with pytest.raises(SandboxGoneError, match="no longer exists"):
+                proxy.register(RegisterRequest.for_sandbox(sb.handle))
+            proxy.unregister(reg.token)
+    finally:
+        sweep(run=run_id)
+    assert leftovers(run_id) == ([], [])
+
+
+def test_tbx_up_exits_when_its_sandbox_vanishes(dataset: Path) -> None:
+    env = {**os.environ, "TBX_DATASET": str(dataset), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", "up", RETAIL, "--json", "--no-typesense"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    info: dict[str, Any] = {}
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line, f"tbx up printed nothing; stderr:\n{proc.stderr.read() if proc.stderr else ''}"
+        info = json.loads(line)
+        _remove_containers([info["handle"]["containers"]["server-retail"]])
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if info.get("run_id"):
+            sweep(run=info["run_id"])
+    assert code == 1, err
+    assert "tbx up: sandbox gone: its server-retail container" in err and "Traceback" not in err
+    assert leftovers(info["run_id"]) == ([], [])

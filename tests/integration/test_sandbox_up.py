@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -58,9 +59,15 @@ def test_tbx_up_serves_the_seed_until_ctrl_c(
     # with the seeded data.
     ticket = seed["zendesk_tickets"][0]
     call = ("zendesk_get_item", {"table": "tickets", "id": str(ticket["id"])})
-    for url in (doc["url_with_token"], handle.servers["retail"]):
-        [rec] = asyncio.run(replay_calls(url, [call]))
+    assert doc["server_headers"] == handle.server_headers and handle.upstream_secret
+    for url, headers in ((doc["url_with_token"], None), (handle.servers["retail"], doc["server_headers"])):
+        [rec] = asyncio.run(replay_calls(url, [call], headers))
         assert not rec.is_error and json.loads(rec.result)["item"]["subject"] == ticket["subject"], url
+    # the server's own endpoint answers nothing without the attempt's secret
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    for wrong in ({}, {"X-Tbx-Upstream-Secret": "guess"}):
+        r = httpx.post(handle.servers["retail"], json=body, headers=wrong, timeout=10)
+        assert r.status_code == 401, r.text
 
     proc.send(signal.SIGINT)
     assert proc.finish(30) == 0, proc.err
