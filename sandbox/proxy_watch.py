@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import docker
 import docker.errors
 import requests.exceptions
 
@@ -37,28 +38,42 @@ class _Watched:
     network: str | None
 
 
-def check_alive(containers: Mapping[str, str], network: str | None, client: Any = None) -> None:
+class DaemonUnreachable(SandboxGoneError):
+    """The Docker daemon could not be asked: the sandbox's state is unknown."""
+
+
+def _summaries(ids: list[str], client: Any = None) -> dict[str, dict[str, Any]]:
+    """id -> the daemon's container summary, for those of `ids` that exist (one API call)."""
+    client = client or docker_client()
+    try:
+        listed = client.api.containers(all=True, filters={"id": ids}) if ids else []
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        raise DaemonUnreachable(f"sandbox state unknown: cannot ask the Docker daemon ({exc})") from exc
+    return {c["Id"]: c for c in listed}
+
+
+def _cause(
+    containers: Mapping[str, str], network: str | None, found: Mapping[str, dict[str, Any]]
+) -> str | None:
+    """Why the sandbox counts as lost, or None when all its containers run on its network."""
+    for role, cid in containers.items():
+        summary = found.get(cid)
+        if summary is None:
+            return f"sandbox gone: its {role} container {cid[:12]} no longer exists"
+        if summary.get("State") != "running":
+            return f"sandbox gone: its {role} container {cid[:12]} is {summary.get('State', 'not running')}"
+        networks = (summary.get("NetworkSettings") or {}).get("Networks") or {}
+        if network is not None and network not in networks:
+            return f"sandbox gone: its {role} container {cid[:12]} left network {network}"
+    return None
+
+
+def check_alive(containers: Mapping[str, str], network: str | None) -> None:
     """Raise SandboxGoneError unless every container runs (by id) and, when
     given, they are all still attached to `network`."""
-    client = client or docker_client()
-    for role, cid in containers.items():
-        try:
-            attrs = client.api.inspect_container(cid)
-        except docker.errors.NotFound:
-            raise SandboxGoneError(
-                f"sandbox gone: its {role} container {cid[:12]} no longer exists"
-            ) from None
-        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            raise SandboxGoneError(
-                f"sandbox state unknown: cannot ask the Docker daemon about {role}: {exc}"
-            ) from exc
-        state = attrs.get("State", {})
-        if not state.get("Running") or state.get("Paused"):
-            raise SandboxGoneError(
-                f"sandbox gone: its {role} container {cid[:12]} is {state.get('Status', 'not running')}"
-            )
-        if network is not None and network not in (attrs.get("NetworkSettings", {}).get("Networks") or {}):
-            raise SandboxGoneError(f"sandbox gone: its {role} container {cid[:12]} left network {network}")
+    cause = _cause(containers, network, _summaries(list(containers.values())))
+    if cause is not None:
+        raise SandboxGoneError(cause)
 
 
 class SandboxWatch:
@@ -72,6 +87,8 @@ class SandboxWatch:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._stream: Any = None
+        self._unknown_since: float | None = None
+        self._events_client: docker.DockerClient | None = None
 
     def add(self, key: str, containers: Mapping[str, str], network: str | None) -> None:
         """Start watching (after `check_alive` passed for them)."""
@@ -94,6 +111,9 @@ class SandboxWatch:
                 self._stream.close()
         for thread in self._threads:
             thread.join(timeout=2)
+        if self._events_client is not None:
+            with contextlib.suppress(Exception):
+                self._events_client.close()
 
     def _lost(self, key: str, cause: str) -> None:
         with self._lock:
@@ -103,13 +123,23 @@ class SandboxWatch:
         self.on_gone(key, cause)
 
     def check_all(self) -> None:
+        """One listing of every watched container; a daemon unreachable for
+        longer than RECONNECT_GRACE counts as losing them all."""
         with self._lock:
             items = list(self._watched.items())
+        try:
+            found = _summaries([cid for _, w in items for cid in w.containers.values()])
+        except DaemonUnreachable as exc:
+            now = time.monotonic()
+            self._unknown_since = self._unknown_since or now
+            if now - self._unknown_since >= RECONNECT_GRACE:
+                self._all_lost(str(exc))
+            return
+        self._unknown_since = None
         for key, w in items:
-            try:
-                check_alive(w.containers, w.network)
-            except SandboxGoneError as exc:
-                self._lost(key, str(exc))
+            cause = _cause(w.containers, w.network, found)
+            if cause is not None:
+                self._lost(key, cause)
 
     def _check_loop(self) -> None:
         while not self._stop.wait(self.check_every):
@@ -119,7 +149,9 @@ class SandboxWatch:
         unreachable_since: float | None = None
         while not self._stop.is_set():
             try:
-                self._stream = docker_client().events(
+                # Its own client: the stream holds a connection for as long as it runs.
+                self._events_client = self._events_client or docker.from_env()
+                self._stream = self._events_client.events(
                     decode=True, filters={"type": ["container", "network"], "event": EVENTS}
                 )
                 unreachable_since = None
