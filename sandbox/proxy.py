@@ -346,7 +346,7 @@ class AttemptRegistry:
         await asyncio.shield(ready)
         self._attempts[attempt.token_digest] = attempt
         if request.containers:
-            watch = self._watch or SandboxWatch(self._gone_from_thread(loop))
+            watch = self._watch or SandboxWatch(self.watch_callback(loop))
             self._watch = watch
             watch.add(attempt.token_digest, request.containers, request.network)
         base = self.base_url()
@@ -358,7 +358,9 @@ class AttemptRegistry:
             tools=list(attempt.routes),
         )
 
-    def _gone_from_thread(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+    def watch_callback(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+        """What the sandbox watch calls (from its threads) on a loss: `mark_gone` on `loop`."""
+
         def on_gone(digest: str, cause: str) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self.mark_gone, digest, cause)

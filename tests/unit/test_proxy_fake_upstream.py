@@ -404,10 +404,13 @@ def test_admin_api(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> No
         result = anyio.run(_call, reg, "b_echo", {"x": "adm"})
         assert not result.is_error
         assert [c.tool for c in admin.calls(reg.token)] == ["b_echo"]
+        assert admin.gone(reg.token) is None
         calls = admin.unregister(reg.token)
         assert isinstance(calls[0], ProxyCall) and calls[0].arguments == {"x": "adm"}
         with pytest.raises(ProxyError, match="404"):
             admin.calls(reg.token)
+        with pytest.raises(ProxyError, match="404"):
+            admin.gone(reg.token)
         with pytest.raises(ProxyError, match="400"):
             admin.register(_req("att-bad", {"beta": upstreams["beta"].url}, ["nope"]))
 
@@ -462,7 +465,7 @@ async def test_a_lost_sandbox_relays_nothing(proxy: ProxyServer, upstreams: dict
         received, recorded = len(alpha.received), len(proxy.calls(reg.token))
         loop = proxy._host._loop
         assert loop is not None
-        on_gone = proxy.registry._gone_from_thread(loop)  # the watch's callback
+        on_gone = proxy.registry.watch_callback(loop)  # the watch's callback
         on_gone(
             hashlib.sha256(reg.token.encode()).hexdigest(),
             "sandbox gone: its server-alpha container was removed",
