@@ -199,18 +199,26 @@ class _Attempt:
             self.calls.append(call)
 
 
-def upstream_client(url: str, headers: Mapping[str, str] | None = None, *, mode: str = "auto") -> Client:
-    """An MCP client for `url` (streamable HTTP). With headers, the HTTP client
-    is owned by the returned `Client` (closed when it exits). `mode` as in
-    `mcp.Client` ("legacy" forces a 2025-era session)."""
-    if not headers:
+def upstream_client(
+    url: str, headers: Mapping[str, str] | None = None, *, mode: str = "auto", interface: str | None = None
+) -> Client:
+    """An MCP client for `url` (streamable HTTP). With headers or an interface
+    (connections bound to that network device, see `Upstream.interface`), the
+    HTTP client is owned by the returned `Client` (closed when it exits).
+    `mode` as in `mcp.Client` ("legacy" forces a 2025-era session)."""
+    if not headers and not interface:
         return Client(url, cache=None, mode=mode)
 
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[Any]:
         timeout = httpx2.Timeout(30.0, read=300.0)
+        options = [relay.bind_to_device(interface)] if interface else None
         async with (
-            httpx2.AsyncClient(headers=dict(headers), timeout=timeout) as http,
+            httpx2.AsyncClient(
+                headers=dict(headers or {}),
+                timeout=timeout,
+                transport=httpx2.AsyncHTTPTransport(socket_options=options),
+            ) as http,
             streamable_http_client(url, http_client=http) as streams,
         ):
             yield streams
@@ -436,7 +444,9 @@ class AttemptRegistry:
         listed: list[tuple[str, Upstream, Client, types.Tool]] = []
         for domain, upstream in upstreams.items():
             try:
-                client = await stack.enter_async_context(upstream_client(upstream.url, upstream.headers))
+                client = await stack.enter_async_context(
+                    upstream_client(upstream.url, upstream.headers, interface=upstream.interface)
+                )
                 tools = await list_all_tools(client)
             except Exception as exc:
                 raise ProxyError(
@@ -446,7 +456,7 @@ class AttemptRegistry:
             listed.extend((domain, upstream, client, t) for t in tools)
         attempt.routes = _routes(attempt.attempt_id, listed, policy)
         if self.fast_path and all(urlsplit(u.url).scheme == "http" for u in upstreams.values()):
-            pools = {u.url: relay.UpstreamPool(u.url) for u in upstreams.values()}
+            pools = {u.url: relay.UpstreamPool(u.url, u.interface) for u in upstreams.values()}
             for pool in pools.values():
                 stack.push_async_callback(pool.aclose)
             attempt.pools = pools

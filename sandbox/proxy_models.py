@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.errors import SandboxError
+from sandbox.hostguard import bridge_name
 
 if TYPE_CHECKING:
     from sandbox.sandbox import AttemptHandle
@@ -38,6 +39,10 @@ class ToolPolicy(BaseModel):
 class Upstream(BaseModel):
     url: str  # the server's MCP endpoint
     headers: dict[str, str] = Field(default_factory=dict)  # sent on every request (the upstream secret)
+    # The host network device the server is reached through (a sandbox's bridge):
+    # connections are bound to it, so once the bridge is gone they fail instead of
+    # following the host's default route out of the machine.
+    interface: str | None = None
 
 
 class RegisterRequest(BaseModel):
@@ -67,7 +72,10 @@ class RegisterRequest(BaseModel):
         """The registration of a started sandbox: every server with its secret, every container watched."""
         return cls(
             attempt_id=handle.attempt_id,
-            upstreams={d: Upstream(url=u, headers=handle.server_headers) for d, u in handle.servers.items()},
+            upstreams={
+                d: Upstream(url=u, headers=handle.server_headers, interface=bridge_name(handle.attempt_id))
+                for d, u in handle.servers.items()
+            },
             policy=policy or ToolPolicy(),
             call_timeout=call_timeout,
             containers=dict(handle.containers),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import time
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -150,6 +151,12 @@ def result_body(request_id: Any, result: types.CallToolResult) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
+def bind_to_device(interface: str) -> tuple[int, int, bytes]:
+    """The socket option that binds a connection to one network device (root
+    only): with the device gone, connect fails rather than taking another route."""
+    return (socket.SOL_SOCKET, socket.SO_BINDTODEVICE, interface.encode())
+
+
 class UpstreamError(Exception):
     """The upstream server could not be reached or answered something that is not HTTP/1.1."""
 
@@ -167,7 +174,8 @@ class UpstreamPool:
     response; one interrupted by a timeout or an error is closed.
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, interface: str | None = None):
+        self.interface = interface  # connections bound to this device (see `bind_to_device`)
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the relay speaks plain http only: {url}")
@@ -227,7 +235,17 @@ class UpstreamPool:
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
-            return await asyncio.open_connection(self.host, self.port)
+            if self.interface is None:
+                return await asyncio.open_connection(self.host, self.port)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            try:
+                sock.setsockopt(*bind_to_device(self.interface))
+                sock.setblocking(False)
+                await asyncio.get_running_loop().sock_connect(sock, (self.host, self.port))
+            except BaseException:
+                sock.close()
+                raise
+            return await asyncio.open_connection(sock=sock)
         except OSError as exc:
             raise UpstreamError(f"cannot connect to {self._authority}: {exc}") from exc
 

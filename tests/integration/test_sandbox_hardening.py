@@ -15,7 +15,7 @@ import pytest
 
 from bench.dataset import load_benchmark
 from bench.replay.mcp_calls import replay_calls
-from bench.run.request import sandbox_request
+from bench.run.request import TaskPreparation, sandbox_request
 from sandbox.errors import SandboxError
 from sandbox.images import require_image
 from sandbox.sandbox import AttemptHandle, Sandbox
@@ -155,7 +155,7 @@ def test_typesense_sandbox_is_hardened_and_serves_policy_search(
         pytest.fail(f"typesense image missing: {exc}")
     bench, task = retail_task_with_policies
     request = sandbox_request(bench, task, typesense=True, run_id=run_id)
-    assert request.policy_sources
+    assert isinstance(request.prepare, TaskPreparation) and request.prepare.sources
     with Sandbox(request) as sb:
         handle = sb.handle
         assert handle is not None and handle.typesense_url and handle.collection

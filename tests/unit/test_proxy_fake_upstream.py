@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
+from sandbox import proxy_relay as relay
 from sandbox.proxy import (
     ProxyCall,
     ProxyError,
@@ -496,3 +498,30 @@ async def test_a_lost_sandbox_relays_nothing(proxy: ProxyServer, upstreams: dict
         assert len(alpha.received) == received and len(proxy.calls(reg.token)) == recorded
     finally:
         await proxy.aunregister(reg.token)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="binding a socket to a device needs root")
+async def test_connections_are_bound_to_the_upstreams_interface(
+    proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    """A sandbox's bridge gone, its address must not be reached another way:
+    connections bound to a device that does not exist fail, on both paths."""
+    alpha = upstreams["alpha"]
+    bound = RegisterRequest(attempt_id="att-lo", upstreams={"alpha": Upstream(url=alpha.url, interface="lo")})
+    reg = await proxy.aregister(bound)
+    try:
+        assert not (await _call(reg, "a_echo", {"x": "via lo"})).is_error
+    finally:
+        await proxy.aunregister(reg.token)
+    gone = bound.model_copy(
+        update={
+            "attempt_id": "att-nodev",
+            "upstreams": {"alpha": Upstream(url=alpha.url, interface="tbx-nosuchdev")},
+        }
+    )
+    received = len(alpha.received)
+    with pytest.raises(ProxyError, match="cannot reach the alpha server"):
+        await proxy.aregister(gone)
+    with pytest.raises(relay.UpstreamError, match="cannot connect"):
+        await relay.UpstreamPool(alpha.url, "tbx-nosuchdev").post(b"{}", [])
+    assert len(alpha.received) == received
