@@ -12,7 +12,9 @@ attempt, each reached only with its own unguessable token.
 agent-facing app; `ProxyServer` hosts it on its own event loop in a
 background thread (`sandbox.proxy_host`) and offers the blocking and async
 registration API; `tbx proxy` adds a separate admin listener
-(`sandbox.proxy_admin`) taking the same `RegisterRequest`.
+(`sandbox.proxy_admin`) taking the same `RegisterRequest`. The records are
+in `sandbox.proxy_models`, the tool table in `sandbox.proxy_routes`, the MCP
+clients in `sandbox.mcp_clients` (records and clients re-exported here).
 
 Per attempt the proxy keeps one upstream MCP client per backend server
 (entered once, reused for every call) and one low-level MCP `Server` of its
@@ -40,14 +42,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 import logging
 import math
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,10 +56,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -66,6 +65,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from sandbox import proxy_relay as relay
+from sandbox.mcp_clients import list_all_tools, proxy_client, upstream_client
 from sandbox.proxy_host import HOST, LoopHost, listen
 from sandbox.proxy_models import (
     Outcome,
@@ -77,6 +77,7 @@ from sandbox.proxy_models import (
     ToolPolicy,
     Upstream,
 )
+from sandbox.proxy_routes import RESERVED_PREFIX, Route, build_routes
 from sandbox.proxy_watch import SandboxWatch, check_alive
 
 __all__ = [
@@ -99,7 +100,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RESERVED_PREFIX = "__reserved__"
 DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 15.0
@@ -128,39 +128,12 @@ def _unreachable_result(name: str, exc: BaseException) -> types.CallToolResult:
     return _error_result(f"Tool call '{name}' failed: the tool server did not answer ({exc!r})")
 
 
-def _apply_overrides(
-    tool: types.Tool, description: str | None, arg_descriptions: Mapping[str, str] | None
-) -> types.Tool:
-    if description is None and not arg_descriptions:
-        return tool
-    update: dict[str, Any] = {}
-    if description is not None:
-        update["description"] = description
-    if arg_descriptions:
-        schema = copy.deepcopy(dict(tool.input_schema))
-        props = schema.get("properties") or {}
-        for arg, text in arg_descriptions.items():
-            if arg in props and isinstance(props[arg], dict):
-                props[arg]["description"] = text
-        update["input_schema"] = schema
-    return tool.model_copy(update=update)
-
-
-@dataclass
-class _Route:
-    domain: str
-    url: str
-    headers: dict[str, str]  # sent upstream on every request
-    client: Client
-    tool: types.Tool  # as listed to the agent (overrides applied)
-
-
 @dataclass
 class _Attempt:
     attempt_id: str
     token_digest: str
     call_timeout: float
-    routes: dict[str, _Route] = field(default_factory=dict)
+    routes: dict[str, Route] = field(default_factory=dict)
     manager: StreamableHTTPSessionManager | None = None
     pools: dict[str, relay.UpstreamPool] | None = None  # the fast path's connections, by upstream URL
     calls: list[ProxyCall] = field(default_factory=list)
@@ -197,38 +170,6 @@ class _Attempt:
         )
         with self.lock:
             self.calls.append(call)
-
-
-def upstream_client(
-    url: str, headers: Mapping[str, str] | None = None, *, mode: str = "auto", interface: str | None = None
-) -> Client:
-    """An MCP client for `url` (streamable HTTP). With headers or an interface
-    (connections bound to that network device, see `Upstream.interface`), the
-    HTTP client is owned by the returned `Client` (closed when it exits).
-    `mode` as in `mcp.Client` ("legacy" forces a 2025-era session)."""
-    if not headers and not interface:
-        return Client(url, cache=None, mode=mode)
-
-    @contextlib.asynccontextmanager
-    async def transport() -> AsyncIterator[Any]:
-        timeout = httpx2.Timeout(30.0, read=300.0)
-        options = [relay.bind_to_device(interface)] if interface else None
-        async with (
-            httpx2.AsyncClient(
-                headers=dict(headers or {}),
-                timeout=timeout,
-                transport=httpx2.AsyncHTTPTransport(socket_options=options),
-            ) as http,
-            streamable_http_client(url, http_client=http) as streams,
-        ):
-            yield streams
-
-    return Client(transport(), cache=None, mode=mode)
-
-
-def proxy_client(registration: Registration, *, mode: str = "auto") -> Client:
-    """An MCP client for one attempt's proxy endpoint (bearer token set)."""
-    return upstream_client(registration.url, registration.headers, mode=mode)
 
 
 class _ProxyApp:
@@ -454,7 +395,7 @@ class AttemptRegistry:
                     f"{_leaf(exc)!r}"
                 ) from exc
             listed.extend((domain, upstream, client, t) for t in tools)
-        attempt.routes = _routes(attempt.attempt_id, listed, policy)
+        attempt.routes = build_routes(attempt.attempt_id, listed, policy)
         if self.fast_path and all(urlsplit(u.url).scheme == "http" for u in upstreams.values()):
             pools = {u.url: relay.UpstreamPool(u.url, u.interface) for u in upstreams.values()}
             for pool in pools.values():
@@ -731,51 +672,3 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-async def list_all_tools(client: Client) -> list[types.Tool]:
-    """Every tool an MCP server lists, following pagination (at most 100 pages;
-    an empty cursor ends the listing like a missing one)."""
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _ in range(100):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
-
-
-def _routes(
-    attempt_id: str,
-    listed: Sequence[tuple[str, Upstream, Client, types.Tool]],
-    policy: ToolPolicy,
-) -> dict[str, _Route]:
-    """The attempt's tool table, in allow-list order (else upstream order)."""
-    by_name: dict[str, list[tuple[str, Upstream, Client, types.Tool]]] = {}
-    for entry in listed:
-        if not entry[3].name.startswith(RESERVED_PREFIX):
-            by_name.setdefault(entry[3].name, []).append(entry)
-    allowed, overrides, arg_overrides = policy.allowed_tools, policy.overrides, policy.arg_overrides
-    names = list(by_name) if allowed is None else list(dict.fromkeys(allowed))
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise ProxyError(f"attempt {attempt_id}: allow-listed tools no upstream offers: {missing}")
-    clashes = {n: [entry[0] for entry in by_name[n]] for n in names if len(by_name[n]) > 1}
-    if clashes:
-        raise ProxyError(f"attempt {attempt_id}: tools offered by more than one upstream: {clashes}")
-    unknown = sorted((set(overrides) | set(arg_overrides)) - set(names))
-    if unknown:
-        raise ProxyError(f"attempt {attempt_id}: overrides for tools that are not listed: {unknown}")
-    routes: dict[str, _Route] = {}
-    for name in names:
-        domain, upstream, client, tool = by_name[name][0]
-        routes[name] = _Route(
-            domain,
-            upstream.url,
-            dict(upstream.headers),
-            client,
-            _apply_overrides(tool, overrides.get(name), arg_overrides.get(name)),
-        )
-    return routes

@@ -1,0 +1,63 @@
+"""MCP clients over streamable HTTP: to a server (optionally with headers and
+bound to a network device) and to an attempt's proxy endpoint, plus the
+paginated tool listing the proxy and the agent loop share."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from sandbox.proxy_models import Registration
+from sandbox.proxy_relay import bind_to_device
+
+
+def upstream_client(
+    url: str, headers: Mapping[str, str] | None = None, *, mode: str = "auto", interface: str | None = None
+) -> Client:
+    """An MCP client for `url` (streamable HTTP). With headers or an interface
+    (connections bound to that network device, see `Upstream.interface`), the
+    HTTP client is owned by the returned `Client` (closed when it exits).
+    `mode` as in `mcp.Client` ("legacy" forces a 2025-era session)."""
+    if not headers and not interface:
+        return Client(url, cache=None, mode=mode)
+
+    @contextlib.asynccontextmanager
+    async def transport() -> AsyncIterator[Any]:
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        options = [bind_to_device(interface)] if interface else None
+        async with (
+            httpx2.AsyncClient(
+                headers=dict(headers or {}),
+                timeout=timeout,
+                transport=httpx2.AsyncHTTPTransport(socket_options=options),
+            ) as http,
+            streamable_http_client(url, http_client=http) as streams,
+        ):
+            yield streams
+
+    return Client(transport(), cache=None, mode=mode)
+
+
+def proxy_client(registration: Registration, *, mode: str = "auto") -> Client:
+    """An MCP client for one attempt's proxy endpoint (bearer token set)."""
+    return upstream_client(registration.url, registration.headers, mode=mode)
+
+
+async def list_all_tools(client: Client) -> list[types.Tool]:
+    """Every tool an MCP server lists, following pagination (at most 100 pages;
+    an empty cursor ends the listing like a missing one)."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
