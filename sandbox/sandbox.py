@@ -17,7 +17,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -503,12 +503,6 @@ class AsyncSandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.shield(asyncio.to_thread(self.sandbox.close))
-
-
-@contextlib.contextmanager
-def sandbox(request: SandboxRequest) -> Iterator[Sandbox]:
-    with Sandbox(request) as sb:
-        yield sb
 
 
 def _image_gone(tag: str) -> bool:

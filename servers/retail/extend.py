@@ -18,7 +18,6 @@ ISSUE_DESCRIPTIONS = {
 }
 
 
-# ---- check_warranty_coverage --------------------------------------------------
 class CheckWarrantyCoverageInput(ToolInput):
     order_id: str = Field(description="Order the item was bought on.")
     sku: str = Field(description="SKU of the item.")
@@ -48,7 +47,6 @@ def check_warranty_coverage(ctx: ToolContext, args: CheckWarrantyCoverageInput) 
     return {"has_coverage": False}
 
 
-# ---- file_warranty_claim ------------------------------------------------------
 class FileWarrantyClaimInput(ToolInput):
     contract_id: str = Field(description="Warranty contract to claim against.")
     customer_id: str = Field(description="Customer filing the claim.")

@@ -11,7 +11,6 @@ from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
 from servers.retail.common import RMAS, WRITE_TS
 
 
-# ---- create_rma ---------------------------------------------------------------
 class CreateRmaInput(ToolInput):
     order_id: str = Field(description="Order the returned item came from.")
     line_item_id: str = Field(description="Line item being returned.")
@@ -55,7 +54,6 @@ def create_rma(ctx: ToolContext, args: CreateRmaInput) -> dict[str, Any]:
     return {"rma_id": rma_id, "status": "approved", "created_date": out_dt(WRITE_TS)}
 
 
-# ---- get_rma_status -----------------------------------------------------------
 class GetRmaStatusInput(ToolInput):
     rma_id: str = Field(description="Return authorisation id, e.g. RMA-10000001.")
 

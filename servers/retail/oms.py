@@ -37,7 +37,6 @@ def _order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     return order
 
 
-# ---- cancel_order -----------------------------------------------------------
 class CancelOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     cancellation_reason: Literal[
@@ -59,7 +58,6 @@ def cancel_order(ctx: ToolContext, args: CancelOrderInput) -> dict[str, Any]:
     return {"order_id": order["id"], "status": "cancelled", "refund_initiated": was_processing}
 
 
-# ---- create_replacement_order -------------------------------------------------
 class CreateReplacementOrderInput(ToolInput):
     original_order_id: str = Field(description="The order being replaced.")
     customer_id: str = Field(description="Customer who receives the replacement.")
@@ -132,7 +130,6 @@ def create_replacement_order(ctx: ToolContext, args: CreateReplacementOrderInput
     return {"replacement_order_id": order_id, "status": "processing", "total_amount": 0.0}
 
 
-# ---- get_order ----------------------------------------------------------------
 class GetOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 
@@ -176,7 +173,6 @@ def get_order(ctx: ToolContext, args: GetOrderInput) -> dict[str, Any]:
     return drop_nulls(result)
 
 
-# ---- get_shipment_tracking ----------------------------------------------------
 class GetShipmentTrackingInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 
@@ -208,7 +204,6 @@ def get_shipment_tracking(ctx: ToolContext, args: GetShipmentTrackingInput) -> d
     )
 
 
-# ---- reship_order -------------------------------------------------------------
 class ReshipOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     corrected_address_line1: str = Field(description="Corrected street line.")
@@ -280,7 +275,6 @@ def reship_order(ctx: ToolContext, args: ReshipOrderInput) -> dict[str, Any]:
     }
 
 
-# ---- update_order_address -----------------------------------------------------
 class UpdateOrderAddressInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     new_address_line1: str = Field(description="New street line.")
@@ -317,7 +311,6 @@ def update_order_address(ctx: ToolContext, args: UpdateOrderAddressInput) -> dic
     }
 
 
-# ---- update_shipping_speed ----------------------------------------------------
 class UpdateShippingSpeedInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     new_shipping_speed: ShippingSpeed = Field(description="The shipping speed to switch to.")

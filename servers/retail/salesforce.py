@@ -19,7 +19,6 @@ MEMBERSHIP_END = (MEMBERSHIP_START + dt.timedelta(days=365)).replace(
 )
 
 
-# ---- add_points_to_balance ----------------------------------------------------
 class AddPointsToBalanceInput(ToolInput):
     customer_id: str = Field(description="Customer whose points balance changes.")
     points_to_add: int = Field(description="Points to credit (a negative number debits).")
@@ -52,7 +51,6 @@ def add_points_to_balance(ctx: ToolContext, args: AddPointsToBalanceInput) -> di
     }
 
 
-# ---- get_customer_profile -----------------------------------------------------
 class GetCustomerProfileInput(ToolInput):
     customer_id: str | None = Field(
         default=None, description="Customer id, e.g. CUS-10000001 (takes precedence)."
@@ -93,7 +91,6 @@ def get_customer_profile(ctx: ToolContext, args: GetCustomerProfileInput) -> dic
     )
 
 
-# ---- get_membership_details ---------------------------------------------------
 class GetMembershipDetailsInput(ToolInput):
     customer_id: str = Field(description="Customer id, e.g. CUS-10000001.")
 
@@ -119,7 +116,6 @@ def get_membership_details(ctx: ToolContext, args: GetMembershipDetailsInput) ->
     }
 
 
-# ---- update_membership_status -------------------------------------------------
 class UpdateMembershipStatusInput(ToolInput):
     customer_id: str = Field(description="Customer whose membership changes.")
     action: Literal["upgrade", "cancel"] = Field(

@@ -13,7 +13,6 @@ from servers.retail.common import PAYMENTS, REFUNDS, WRITE_TS
 _ORDER_ID = "Order identifier, e.g. ORD-10000001."
 
 
-# ---- charge_customer ----------------------------------------------------------
 class ChargeCustomerInput(ToolInput):
     order_id: str = Field(description="Order the charge belongs to.")
     customer_id: str = Field(description="Customer to charge.")
@@ -55,7 +54,6 @@ def charge_customer(ctx: ToolContext, args: ChargeCustomerInput) -> dict[str, An
     }
 
 
-# ---- create_refund ------------------------------------------------------------
 class CreateRefundInput(ToolInput):
     order_id: str = Field(description="Order whose payment is refunded.")
     customer_id: str = Field(description="Customer receiving the refund.")
@@ -102,7 +100,6 @@ def create_refund(ctx: ToolContext, args: CreateRefundInput) -> dict[str, Any]:
     }
 
 
-# ---- get_payment_status -------------------------------------------------------
 class GetPaymentStatusInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 

@@ -44,7 +44,6 @@ def _inventory_day(row: dict[str, Any]) -> Any:
         raise ToolError(str(exc)) from exc
 
 
-# ---- get_booking -------------------------------------------------------------
 class GetBookingInput(LaxInput):
     booking_reference: str | None = Field(default=None, description="Booking reference, e.g. BKG-00012345.")
     customer_id: str | None = Field(
@@ -71,7 +70,6 @@ def get_booking(ctx: ToolContext, args: GetBookingInput) -> dict[str, Any]:
     return {"booking_data": record(ctx, BOOKINGS, row)}
 
 
-# ---- get_booking_history -----------------------------------------------------
 class BookingHistoryInput(LaxInput):
     customer_id: str = Field(description="Customer id whose bookings to list.")
 
@@ -86,7 +84,6 @@ def get_booking_history(ctx: ToolContext, args: BookingHistoryInput) -> dict[str
     return {"bookings": [record(ctx, BOOKINGS, r) for r in rows]}
 
 
-# ---- get_group_booking -------------------------------------------------------
 class GroupBookingInput(LaxInput):
     group_booking_id: str = Field(description="Group booking id, e.g. GRP-00012345.")
 
@@ -103,7 +100,6 @@ def get_group_booking(ctx: ToolContext, args: GroupBookingInput) -> dict[str, An
     return {"group_booking_data": record(ctx, GROUPS, row)}
 
 
-# ---- check_hotel_availability ------------------------------------------------
 class AvailabilityInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
     check_in_date: str = Field(description="Arrival date/time, ISO 8601.")
@@ -139,7 +135,6 @@ def check_hotel_availability(ctx: ToolContext, args: AvailabilityInput) -> dict[
     }
 
 
-# ---- search_hotels_by_location -----------------------------------------------
 class LocationSearchInput(LaxInput):
     location: str = Field(description="City or area; matched case-insensitively as a substring.")
     check_in_date: str = Field(description="Arrival date/time, ISO 8601.")
@@ -189,7 +184,6 @@ def search_hotels_by_location(ctx: ToolContext, args: LocationSearchInput) -> di
     return {"hotels": found}
 
 
-# ---- modify_booking ----------------------------------------------------------
 class ModifyBookingInput(ToolInput):
     booking_reference: str = Field(description="Reference of the booking to change.")
     check_in_date: str | None = Field(default=None, description="New arrival date/time, ISO 8601.")
@@ -275,7 +269,6 @@ def modify_booking(ctx: ToolContext, args: ModifyBookingInput) -> dict[str, Any]
     return {"updated_booking": record(ctx, BOOKINGS, booking), "price_difference": str(cents(difference))}
 
 
-# ---- modify_group_booking ----------------------------------------------------
 class GroupModificationDetails(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

@@ -27,7 +27,6 @@ class AccountInput(LaxInput):
     corporate_account_id: str = Field(description="Corporate account id, e.g. CRP-00012345.")
 
 
-# ---- generate_corporate_invoice ---------------------------------------------
 class CorporateInvoiceInput(LaxInput):
     booking_reference: str = Field(description="Reference of the booking to invoice, e.g. BKG-00012345.")
     corporate_account_id: str = Field(description="Corporate account the booking is billed to.")
@@ -56,7 +55,6 @@ def generate_corporate_invoice(ctx: ToolContext, args: CorporateInvoiceInput) ->
     }
 
 
-# ---- get_account_details -----------------------------------------------------
 @tool(
     "corporate_api_get_account_details",
     AccountInput,
@@ -67,7 +65,6 @@ def get_account_details(ctx: ToolContext, args: AccountInput) -> dict[str, Any]:
     return {"account_data": compact(ctx, ACCOUNTS, _account(ctx, args.corporate_account_id))}
 
 
-# ---- get_corporate_booking_history ------------------------------------------
 @tool(
     "corporate_api_get_corporate_booking_history",
     AccountInput,
@@ -80,7 +77,6 @@ def get_corporate_booking_history(ctx: ToolContext, args: AccountInput) -> dict[
     return {"corporate_bookings": [compact(ctx, BOOKINGS, r) for r in rows]}
 
 
-# ---- verify_account_status ---------------------------------------------------
 @tool(
     "corporate_api_verify_account_status",
     AccountInput,

@@ -25,7 +25,6 @@ class CustomerIdInput(LaxInput):
     customer_id: str = Field(description="Customer id, e.g. CUS-00012345.")
 
 
-# ---- check_vip_status --------------------------------------------------------
 @tool(
     "crm_api_check_vip_status",
     CustomerIdInput,
@@ -39,7 +38,6 @@ def check_vip_status(ctx: ToolContext, args: CustomerIdInput) -> dict[str, Any]:
     return out
 
 
-# ---- get_customer_preferences ------------------------------------------------
 @tool(
     "crm_api_get_customer_preferences",
     CustomerIdInput,
@@ -50,7 +48,6 @@ def get_customer_preferences(ctx: ToolContext, args: CustomerIdInput) -> dict[st
     return {"preferences": list(row["preferences"]), "special_notes": list(row["special_notes"])}
 
 
-# ---- get_customer_profile ----------------------------------------------------
 class CustomerProfileInput(LaxInput):
     customer_id: str | None = Field(default=None, description="Customer id; takes precedence over email.")
     email: str | None = Field(default=None, description="Customer e-mail address (any letter case).")
@@ -74,7 +71,6 @@ def get_customer_profile(ctx: ToolContext, args: CustomerProfileInput) -> dict[s
     return {"customer_data": compact(ctx, PROFILES, row)}
 
 
-# ---- update_customer_info ----------------------------------------------------
 class UpdateCustomerInput(ToolInput):
     customer_id: str = Field(description="Customer id of the profile to update.")
     email: str | None = Field(default=None, description="New e-mail address.")

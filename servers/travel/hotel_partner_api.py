@@ -32,7 +32,6 @@ class HotelInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
 
 
-# ---- escalate_to_hotel -------------------------------------------------------
 class EscalateInput(ToolInput):
     hotel_id: str = Field(description="Hotel the issue is escalated to.")
     booking_reference: str = Field(description="Booking the issue is about.")
@@ -78,7 +77,6 @@ def escalate_to_hotel(ctx: ToolContext, args: EscalateInput) -> dict[str, Any]:
     }
 
 
-# ---- get_hotel_contact -------------------------------------------------------
 @tool(
     "hotel_partner_api_get_hotel_contact",
     HotelInput,
@@ -92,7 +90,6 @@ def get_hotel_contact(ctx: ToolContext, args: HotelInput) -> dict[str, Any]:
     return drop_nulls(out)
 
 
-# ---- get_hotel_info ----------------------------------------------------------
 @tool(
     "hotel_partner_api_get_hotel_info",
     HotelInput,
@@ -102,7 +99,6 @@ def get_hotel_info(ctx: ToolContext, args: HotelInput) -> dict[str, Any]:
     return {"hotel_data": compact(ctx, HOTELS, _hotel(ctx, args.hotel_id))}
 
 
-# ---- verify_availability -----------------------------------------------------
 class VerifyAvailabilityInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
     check_in_date: str = Field(description="Arrival date, ISO 8601.")

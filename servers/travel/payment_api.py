@@ -65,7 +65,6 @@ def _record_transaction(
     )
 
 
-# ---- check_payment_status ----------------------------------------------------
 class PaymentStatusInput(LaxInput):
     booking_reference: str = Field(description="Booking whose latest payment to look at.")
 
@@ -91,7 +90,6 @@ def check_payment_status(ctx: ToolContext, args: PaymentStatusInput) -> dict[str
     return drop_nulls(out)
 
 
-# ---- generate_invoice --------------------------------------------------------
 class InvoiceInput(LaxInput):
     booking_reference: str = Field(description="Booking to invoice.")
     invoice_type: str = Field(description="Kind of document wanted, e.g. receipt.")
@@ -111,7 +109,6 @@ def generate_invoice(ctx: ToolContext, args: InvoiceInput) -> dict[str, Any]:
     }
 
 
-# ---- get_transaction_history -------------------------------------------------
 class TransactionHistoryInput(LaxInput):
     customer_id: str | None = Field(default=None, description="Only transactions of this customer.")
     booking_reference: str | None = Field(default=None, description="Only transactions of this booking.")
@@ -134,7 +131,6 @@ def get_transaction_history(ctx: ToolContext, args: TransactionHistoryInput) -> 
     return {"transactions": [compact(ctx, TRANSACTIONS, r) for r in rows]}
 
 
-# ---- process_charge ----------------------------------------------------------
 class ChargeInput(LaxInput):
     booking_reference: str = Field(description="Booking to charge.")
     charge_amount: Decimal = Field(description='Amount to charge in USD, e.g. "120.00".')
@@ -165,7 +161,6 @@ def process_charge(ctx: ToolContext, args: ChargeInput) -> dict[str, Any]:
     return {"transaction_id": txn_id, "payment_status": "successful"}
 
 
-# ---- process_charge_dispute --------------------------------------------------
 class DisputeInput(ToolInput):
     transaction_id: str = Field(description="Transaction being disputed.")
     dispute_reason: str = Field(description="Why the charge is disputed.")
@@ -196,7 +191,6 @@ def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, An
     return {"dispute_case_id": case_id, "dispute_status": "under_review"}
 
 
-# ---- process_refund ----------------------------------------------------------
 class RefundInput(LaxInput):
     booking_reference: str = Field(description="Booking to refund.")
     refund_amount: Decimal = Field(description='Amount to refund in USD, e.g. "250.00".')
@@ -227,7 +221,6 @@ def process_refund(ctx: ToolContext, args: RefundInput) -> dict[str, Any]:
     return {"transaction_id": txn_id, "refund_status": "successful", "processing_time_estimate": estimate}
 
 
-# ---- update_payment_method ---------------------------------------------------
 class PaymentMethodInput(LaxInput):
     customer_id: str = Field(description="Customer whose payment method changes.")
     new_payment_method: str = Field(description="Token of the new card or payment method.")
