@@ -97,16 +97,12 @@ class VehicleStatusInput(LaxInput):
 
 
 def _policy(ctx: ToolContext, policy_id: str) -> dict[str, Any]:
-    row = ctx.db.get(POLICIES, policy_id)
-    if row is None:
-        raise ToolError(f"Policy with ID '{policy_id}' not found")
+    row = ctx.db.require(POLICIES, policy_id, f"Policy with ID '{policy_id}' not found")
     return row
 
 
 def _vehicle(ctx: ToolContext, vehicle_id: str) -> dict[str, Any]:
-    row = ctx.db.get(VEHICLES, vehicle_id)
-    if row is None:
-        raise ToolError(f"Vehicle with ID '{vehicle_id}' not found")
+    row = ctx.db.require(VEHICLES, vehicle_id, f"Vehicle with ID '{vehicle_id}' not found")
     return row
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from servers.engine.errors import ToolError as ToolError  # the tools raise it from here
 from servers.engine.rows import format_validation_error
 from servers.engine.schema import TableSpec
 from servers.engine.store import Store, StoreError
@@ -28,14 +29,6 @@ log = logging.getLogger(__name__)
 
 ERROR_PREFIX = "Tool execution failed: "
 NOMINAL_NOW = dt.datetime(2025, 10, 1, 13, 0, 0, tzinfo=dt.UTC)
-
-
-class ToolError(Exception):
-    """A deliberate failure; its message is shown to the agent verbatim."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 class ToolInput(BaseModel):

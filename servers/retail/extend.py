@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import CLAIMS, CONTRACTS, WRITE_TS, as_utc, drop_nulls
 
 ISSUE_DESCRIPTIONS = {
@@ -62,8 +62,7 @@ class FileWarrantyClaimInput(ToolInput):
     catch_all="Failed to file warranty claim",
 )
 def file_warranty_claim(ctx: ToolContext, args: FileWarrantyClaimInput) -> dict[str, Any]:
-    if ctx.db.first(CONTRACTS, id=args.contract_id) is None:
-        raise ToolError(f"Warranty contract not found: {args.contract_id}")
+    ctx.db.require_first(CONTRACTS, f"Warranty contract not found: {args.contract_id}", id=args.contract_id)
     claim_id = ctx.db.first_free_id(CLAIMS, "WCL-2%07d", ctx.db.count(CLAIMS))
     ctx.db.insert(
         CLAIMS,

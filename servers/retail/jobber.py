@@ -8,14 +8,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import JOBS, drop_nulls, first_by_either
 
 
 def _job(ctx: ToolContext, job_id: str) -> dict[str, Any]:
-    job = ctx.db.first(JOBS, id=job_id)
-    if job is None:
-        raise ToolError(f"Installation job not found: {job_id}")
+    job = ctx.db.require_first(JOBS, f"Installation job not found: {job_id}", id=job_id)
     return job
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import RMAS, WRITE_TS
 
 
@@ -65,9 +65,7 @@ class GetRmaStatusInput(ToolInput):
     catch_all="Failed to retrieve RMA status",
 )
 def get_rma_status(ctx: ToolContext, args: GetRmaStatusInput) -> dict[str, Any]:
-    rma = ctx.db.first(RMAS, id=args.rma_id)
-    if rma is None:
-        raise ToolError(f"RMA not found: {args.rma_id}")
+    rma = ctx.db.require_first(RMAS, f"RMA not found: {args.rma_id}", id=args.rma_id)
     return {
         "rma_id": rma["id"],
         "order_id": rma["order_id"],

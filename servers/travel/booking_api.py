@@ -60,13 +60,15 @@ def get_booking(ctx: ToolContext, args: GetBookingInput) -> dict[str, Any]:
     if not args.booking_reference and not args.customer_id:
         raise ToolError("Either booking_reference or customer_id must be provided")
     if args.booking_reference:
-        row = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-        if row is None:
-            raise ToolError(f"Booking not found with booking_reference '{args.booking_reference}'")
+        row = ctx.db.require_first(
+            BOOKINGS,
+            f"Booking not found with booking_reference '{args.booking_reference}'",
+            booking_reference=args.booking_reference,
+        )
     else:
-        row = ctx.db.first(BOOKINGS, customer_id=args.customer_id)
-        if row is None:
-            raise ToolError(f"Booking not found with customer_id '{args.customer_id}'")
+        row = ctx.db.require_first(
+            BOOKINGS, f"Booking not found with customer_id '{args.customer_id}'", customer_id=args.customer_id
+        )
     return {"booking_data": record(ctx, BOOKINGS, row)}
 
 
@@ -94,9 +96,11 @@ class GroupBookingInput(LaxInput):
     "Fetch a group booking: coordinator, dates, hotel and the member booking references.",
 )
 def get_group_booking(ctx: ToolContext, args: GroupBookingInput) -> dict[str, Any]:
-    row = ctx.db.first(GROUPS, group_booking_id=args.group_booking_id)
-    if row is None:
-        raise ToolError(f"Group booking not found with group_booking_id '{args.group_booking_id}'")
+    row = ctx.db.require_first(
+        GROUPS,
+        f"Group booking not found with group_booking_id '{args.group_booking_id}'",
+        group_booking_id=args.group_booking_id,
+    )
     return {"group_booking_data": record(ctx, GROUPS, row)}
 
 
@@ -117,8 +121,7 @@ class AvailabilityInput(LaxInput):
     "and which meal plans have rooms for those nights.",
 )
 def check_hotel_availability(ctx: ToolContext, args: AvailabilityInput) -> dict[str, Any]:
-    if ctx.db.get(HOTELS, args.hotel_id) is None:
-        raise ToolError(f"Hotel not found with hotel_id '{args.hotel_id}'")
+    ctx.db.require(HOTELS, args.hotel_id, f"Hotel not found with hotel_id '{args.hotel_id}'")
     start, end = _stay_days(args.check_in_date, args.check_out_date)
     rows = ctx.db.find(INVENTORY, hotel_id=args.hotel_id, room_type=args.room_type)
     if not rows:
@@ -221,9 +224,11 @@ _REPRICING = ("check_in_date", "check_out_date", "room_type", "board_type")
     "price difference.",
 )
 def modify_booking(ctx: ToolContext, args: ModifyBookingInput) -> dict[str, Any]:
-    booking = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-    if booking is None:
-        raise ToolError(f"Booking not found with booking_reference '{args.booking_reference}'")
+    booking = ctx.db.require_first(
+        BOOKINGS,
+        f"Booking not found with booking_reference '{args.booking_reference}'",
+        booking_reference=args.booking_reference,
+    )
     if booking["booking_status"] != "confirmed":
         raise ToolError(
             f"Booking cannot be modified. Current status is '{booking['booking_status']}', must be 'confirmed'"
@@ -291,9 +296,11 @@ class ModifyGroupBookingInput(ToolInput):
     "with re-pricing; returns the group, the bookings changed and the total price difference.",
 )
 def modify_group_booking(ctx: ToolContext, args: ModifyGroupBookingInput) -> dict[str, Any]:
-    group = ctx.db.first(GROUPS, group_booking_id=args.group_booking_id)
-    if group is None:
-        raise ToolError(f"Group booking not found with group_booking_id '{args.group_booking_id}'")
+    group = ctx.db.require_first(
+        GROUPS,
+        f"Group booking not found with group_booking_id '{args.group_booking_id}'",
+        group_booking_id=args.group_booking_id,
+    )
     details = args.modification_details
     new_dates = {
         name: value

@@ -17,9 +17,7 @@ def _check_account_id(account_id: str) -> None:
 
 
 def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    row = ctx.db.first(ACCOUNTS, corporate_account_id=account_id)
-    if row is None:
-        raise ToolError("Corporate account not found.")
+    row = ctx.db.require_first(ACCOUNTS, "Corporate account not found.", corporate_account_id=account_id)
     return row
 
 
@@ -42,9 +40,7 @@ def generate_corporate_invoice(ctx: ToolContext, args: CorporateInvoiceInput) ->
     if not args.booking_reference.startswith("BKG-"):
         raise ToolError("Invalid booking_reference parameter.")
     account = _account(ctx, args.corporate_account_id)
-    booking = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-    if booking is None:
-        raise ToolError("Booking not found.")
+    booking = ctx.db.require_first(BOOKINGS, "Booking not found.", booking_reference=args.booking_reference)
     if booking["corporate_account_id"] != account["corporate_account_id"]:
         raise ToolError("Booking is not associated with this corporate account.")
     ref, acct = args.booking_reference, args.corporate_account_id

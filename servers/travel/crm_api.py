@@ -15,9 +15,7 @@ from servers.travel.common import CRM_UPDATED_AT, PROFILES, compact
 def _profile_by_id(ctx: ToolContext, customer_id: str) -> dict[str, Any]:
     if not customer_id.strip():
         raise ToolError("Invalid customer_id parameter.")
-    row = ctx.db.first(PROFILES, customer_id=customer_id)
-    if row is None:
-        raise ToolError("Customer not found.")
+    row = ctx.db.require_first(PROFILES, "Customer not found.", customer_id=customer_id)
     return row
 
 
@@ -106,9 +104,7 @@ def update_customer_info(ctx: ToolContext, args: UpdateCustomerInput) -> dict[st
     changes = {name: getattr(args, name) for name in _UPDATABLE if getattr(args, name) is not None}
     if not changes:
         raise ToolError("Invalid update_fields parameter.")
-    row = ctx.db.first(PROFILES, customer_id=args.customer_id)
-    if row is None:
-        raise ToolError("Customer not found.")
+    row = ctx.db.require_first(PROFILES, "Customer not found.", customer_id=args.customer_id)
     ctx.db.replace(
         PROFILES, ctx.db.spec(PROFILES).key_of(row), {**row, **changes, "updated_at": CRM_UPDATED_AT}
     )

@@ -22,9 +22,7 @@ from servers.travel.common import (
 
 
 def _booking(ctx: ToolContext, ref: str) -> dict[str, Any]:
-    row = ctx.db.first(BOOKINGS, booking_reference=ref)
-    if row is None:
-        raise ToolError(f"Booking not found: {ref}")
+    row = ctx.db.require_first(BOOKINGS, f"Booking not found: {ref}", booking_reference=ref)
     return row
 
 
@@ -173,9 +171,9 @@ class DisputeInput(ToolInput):
     "Open a dispute case against a transaction; the case starts under review.",
 )
 def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, Any]:
-    original = ctx.db.first(TRANSACTIONS, transaction_id=args.transaction_id)
-    if original is None:
-        raise ToolError(f"Transaction not found: {args.transaction_id}")
+    original = ctx.db.require_first(
+        TRANSACTIONS, f"Transaction not found: {args.transaction_id}", transaction_id=args.transaction_id
+    )
     case_id = f"DSP-{len(ctx.db.find(TRANSACTIONS, transaction_type='dispute')) + 1:08d}"
     _record_transaction(
         ctx,
@@ -232,8 +230,7 @@ class PaymentMethodInput(LaxInput):
     "Replace a customer's payment method; returns the last four characters of the new one.",
 )
 def update_payment_method(ctx: ToolContext, args: PaymentMethodInput) -> dict[str, Any]:
-    if ctx.db.first(BOOKINGS, customer_id=args.customer_id) is None:
-        raise ToolError(f"Customer not found: {args.customer_id}")
+    ctx.db.require_first(BOOKINGS, f"Customer not found: {args.customer_id}", customer_id=args.customer_id)
     token = args.new_payment_method
     return {"success": True, "payment_method_last4": token[-4:] if len(token) >= 4 else "****"}
 
