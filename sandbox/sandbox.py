@@ -30,7 +30,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
-from sandbox.docker_client import docker_client
+from sandbox.docker_client import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
     ImageMissingError,
@@ -458,15 +458,9 @@ class Sandbox:
             all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}, ignore_removed=True
         )
         with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
-            list(pool.map(_remove_container, victims))
+            list(pool.map(remove_container, victims))
         for net in client.networks.list(filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}):
-            with contextlib.suppress(docker.errors.NotFound):
-                net.remove()
-
-
-def _remove_container(container: Any) -> None:
-    with contextlib.suppress(docker.errors.NotFound):
-        container.remove(force=True, v=True)
+            remove_network(net)
 
 
 class AsyncSandbox:
