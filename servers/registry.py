@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import pkgutil
-from pathlib import Path
 
 from servers.engine.tools import Domain
 
@@ -26,12 +26,12 @@ def domain_names() -> tuple[str, ...]:
     """The short names of every domain package, in a stable (sorted) order."""
     import servers
 
+    def has_domain_module(pkg: pkgutil.ModuleInfo) -> bool:
+        where = os.path.join(str(getattr(pkg.module_finder, "path", "")), pkg.name)
+        return any(m.name == "domain" for m in pkgutil.iter_modules([where]))
+
     return tuple(
-        sorted(
-            m.name
-            for m in pkgutil.iter_modules(servers.__path__)
-            if m.ispkg and (Path(str(getattr(m.module_finder, "path", ""))) / m.name / "domain.py").is_file()
-        )
+        sorted(m.name for m in pkgutil.iter_modules(servers.__path__) if m.ispkg and has_domain_module(m))
     )
 
 
