@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,9 +29,11 @@ import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
 
 from bench.llm.config import ModelsConfig, RoleConfig
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 
@@ -247,6 +250,7 @@ class LLMClient:
             wait=self._wait,
             retry=retry_if_exception(is_retryable),
             sleep=self._sleep,
+            before_sleep=before_sleep_log(log, logging.INFO),
             reraise=True,
         )
         try:
