@@ -33,7 +33,7 @@ import psycopg
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.replay.mcp_calls import replay_calls
 from bench.replay.sandboxed import dump_state
-from bench.run.golden import GoldenStore, golden_calls
+from bench.run.golden import GoldenStore
 from bench.run.request import initial_state, sandbox_request
 from judge.canonical import canonical_bytes, canonical_state, dump_canonical
 from judge.records import ToolCallView
@@ -84,7 +84,7 @@ async def run(args: argparse.Namespace) -> int:
             t = time.monotonic()
             golden = await store.get(task)
             print(f"golden state: {'replayed' if store.replays else 'cached'} in {time.monotonic() - t:.2f}s")
-        calls = golden_calls(bench, task)
+        calls = bench.golden_calls(task)
         played = calls[:-1]
         request = sandbox_request(bench, task, typesense=False, run_id=run_id)
         async with AsyncSandbox(request) as sb:

@@ -1,14 +1,19 @@
 """The rubric judge: one yes/no question per rubric about the agent's final
-message, asked of an LLM through an OpenAI-compatible endpoint.
+message, asked of an LLM.
 
-    judge = RubricJudge(JudgeModelConfig(model="gpt-4.1", base_url="http://127.0.0.1:8000/v1"))
+    judge = RubricJudge(complete, model="gpt-4.1")
     answers = await judge.judge(task.rubrics, final_message)
 
+`complete` is the model endpoint, handed in by the caller (bench's
+`judge_completion`: the one OpenAI-compatible client of the three roles, with
+its retries): it takes the chat messages and returns the reply text and the
+number of HTTP requests it took, or raises `JudgeUnavailable` when the judge
+stays down (a system error, not a failure). The judge itself holds no client
+and no endpoint config, so `judge` needs nothing of `bench`.
+
 The reply must be exactly a JSON object {"answer": "yes"|"no", "reason": "..."}
-(optionally inside one ``` fence); anything else is a judge error recorded
-as `answer=None`, which never counts as a yes. Transient failures (429, 5xx,
-timeouts, connection errors) are retried with exponential backoff; a judge
-that stays down raises `JudgeUnavailable` (a system error, not a failure).
+(optionally inside one ``` fence); anything else is asked again, then
+recorded as a judge error with `answer=None`, which never counts as a yes.
 Runs on the host only: rubrics never go into a sandbox.
 """
 
@@ -16,20 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import os
-import random
 import re
-from collections.abc import Sequence
-from typing import Any, Literal
-
-import openai
-from openai import AsyncOpenAI
-from pydantic import BaseModel, SecretStr
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
 
 from judge.records import RubricAnswer
-
-log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You grade the final message an AI customer-support agent sent at the end of a conversation. "
@@ -44,7 +40,11 @@ SYSTEM_PROMPT = (
 USER_TEMPLATE = "Final message of the agent:\n<<<\n{message}\n>>>\n\nQuestion: {question}"
 
 RAW_LIMIT = 2000
+MAX_TOKENS = 300  # a one-sentence verdict; the default when the judge role sets none
 _FENCE = re.compile(r"\A```(?:json)?[ \t]*\n?(.*?)\n?```\Z", re.DOTALL)
+
+# messages -> (reply text or None, HTTP requests made); raises JudgeUnavailable.
+Complete = Callable[[list[dict[str, str]]], Awaitable[tuple[str | None, int]]]
 
 
 class JudgeUnavailable(RuntimeError):
@@ -55,33 +55,11 @@ class JudgeReplyError(ValueError):
     """The judge's reply is not the required JSON object."""
 
 
-class JudgeModelConfig(BaseModel):
-    model: str
-    base_url: str | None = None  # None: the OpenAI default
-    api_key: SecretStr = SecretStr("EMPTY")
-    timeout: float = 60.0  # seconds per request
-    max_attempts: int = 5  # requests per question for transient failures
-    backoff_initial: float = 1.0  # seconds; doubled per retry, with jitter
-    backoff_max: float = 30.0
-    parse_attempts: int = 2  # requests per question when the reply does not parse
-    temperature: float = 0.0
-    max_tokens: int = 300
-    json_mode: bool = False  # send response_format={"type": "json_object"} (not every server supports it)
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> JudgeModelConfig:
-        """TBX_JUDGE_MODEL, TBX_JUDGE_BASE_URL, TBX_JUDGE_API_KEY (else OPENAI_API_KEY)."""
-        values: dict[str, Any] = {
-            "model": os.environ.get("TBX_JUDGE_MODEL", ""),
-            "base_url": os.environ.get("TBX_JUDGE_BASE_URL") or None,
-            "api_key": SecretStr(
-                os.environ.get("TBX_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-            ),
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if not values["model"]:
-            raise ValueError("no judge model: set TBX_JUDGE_MODEL or pass --judge-model")
-        return cls(**values)
+def judge_messages(question: str, final_message: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": USER_TEMPLATE.format(message=final_message, question=question)},
+    ]
 
 
 def parse_judge_reply(text: str | None) -> tuple[Literal["yes", "no"], str]:
@@ -111,75 +89,11 @@ def parse_judge_reply(text: str | None) -> tuple[Literal["yes", "no"], str]:
     raise JudgeReplyError(f'answer must be "yes" or "no", got {answer!r}')
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 408 or exc.status_code == 429 or exc.status_code >= 500
-    return isinstance(exc, (asyncio.TimeoutError, ConnectionError))
-
-
 class RubricJudge:
-    def __init__(self, config: JudgeModelConfig, client: AsyncOpenAI | None = None):
-        self.config = config
-        self._own_client = client is None
-        self.client = client or AsyncOpenAI(
-            api_key=config.api_key.get_secret_value(),
-            base_url=config.base_url,
-            timeout=config.timeout,
-            max_retries=0,  # retries are ours (backoff, JudgeUnavailable)
-        )
-
-    async def aclose(self) -> None:
-        if self._own_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> RubricJudge:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def _request(self, question: str, message: str) -> str | None:
-        kwargs: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": USER_TEMPLATE.format(message=message, question=question)},
-            ],
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        }
-        if self.config.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
-        resp = await self.client.chat.completions.create(**kwargs)
-        if not resp.choices:
-            return None
-        content: str | None = resp.choices[0].message.content
-        return content
-
-    async def _request_with_retries(self, question: str, message: str) -> tuple[str | None, int]:
-        cfg = self.config
-        delay = cfg.backoff_initial
-        last: BaseException | None = None
-        for attempt in range(1, max(1, cfg.max_attempts) + 1):
-            try:
-                return await self._request(question, message), attempt
-            except Exception as exc:
-                if not _transient(exc):
-                    raise JudgeUnavailable(f"judge model {cfg.model!r} refused the request: {exc}") from exc
-                last = exc
-                if attempt < cfg.max_attempts:
-                    wait = min(cfg.backoff_max, delay) * (0.5 + random.random() / 2)
-                    log.warning(
-                        "judge request failed (%s); retry %d in %.2fs", exc.__class__.__name__, attempt, wait
-                    )
-                    await asyncio.sleep(wait)
-                    delay *= 2
-        raise JudgeUnavailable(
-            f"judge model {cfg.model!r} at {cfg.base_url or 'default endpoint'} unavailable after "
-            f"{cfg.max_attempts} attempts: {last.__class__.__name__}: {last}"
-        ) from last
+    def __init__(self, complete: Complete, *, model: str, parse_attempts: int = 2):
+        self.complete = complete
+        self.model = model
+        self.parse_attempts = parse_attempts  # requests per question when the reply does not parse
 
     async def ask(self, question: str, final_message: str | None) -> RubricAnswer:
         """One rubric. An empty final message is answered "no" without asking."""
@@ -188,8 +102,8 @@ class RubricJudge:
         requests = 0
         error = ""
         raw = ""
-        for _ in range(max(1, self.config.parse_attempts)):
-            text, n = await self._request_with_retries(question, final_message or "")
+        for _ in range(max(1, self.parse_attempts)):
+            text, n = await self.complete(judge_messages(question, final_message or ""))
             requests += n
             raw = (text or "")[:RAW_LIMIT]
             try:
@@ -202,7 +116,7 @@ class RubricJudge:
                 answer=answer,
                 reason=reason,
                 raw=raw,
-                model=self.config.model,
+                model=self.model,
                 requests=requests,
             )
         return RubricAnswer(
@@ -210,7 +124,7 @@ class RubricJudge:
             answer=None,
             error=f"judge error: {error}",
             raw=raw,
-            model=self.config.model,
+            model=self.model,
             requests=requests,
         )
 

@@ -1,11 +1,16 @@
-"""One place to get a Docker client, with a clear error when there is none."""
+"""One place to get a Docker client, with a clear error when there is none, and
+the removals that are safe to retry."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import docker
 import docker.errors
+import requests
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from sandbox.errors import DockerUnavailableError
 
@@ -22,3 +27,45 @@ def docker_client() -> docker.DockerClient:
             "`dockerd &`) or set DOCKER_HOST, then retry."
         ) from exc
     return client
+
+
+# Removing a container or a network is idempotent, so a transient refusal is
+# worth another try: the daemon busy (5xx), a removal already in progress or a
+# network whose endpoints are still being detached (409/403), a dropped
+# connection. "Not found" means it is gone already.
+REMOVE_ATTEMPTS = 4
+REMOVE_WAIT_MAX = 2.0  # seconds
+
+
+def _transient_docker_error(exc: BaseException) -> bool:
+    if isinstance(exc, docker.errors.NotFound):
+        return False
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code or 0
+        return status >= 500 or status in (403, 409)
+    return isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout))
+
+
+def _remove(remove: Callable[[], object]) -> bool:
+    """Run an idempotent removal, retried on transient errors; False when already gone."""
+    retrying = Retrying(
+        stop=stop_after_attempt(REMOVE_ATTEMPTS),
+        wait=wait_exponential(multiplier=REMOVE_WAIT_MAX / 8, max=REMOVE_WAIT_MAX),
+        retry=retry_if_exception(_transient_docker_error),
+        reraise=True,
+    )
+    try:
+        retrying(remove)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def remove_container(container: Any) -> bool:
+    """Force-remove a container and its anonymous volumes; False when it was gone."""
+    return _remove(lambda: container.remove(force=True, v=True))
+
+
+def remove_network(network: Any) -> bool:
+    """Remove a network; False when it was gone."""
+    return _remove(network.remove)

@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
-from sandbox.docker_client import docker_client
+from sandbox.docker_client import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
     ImageMissingError,
@@ -445,15 +445,9 @@ class Sandbox:
             all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}, ignore_removed=True
         )
         with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
-            list(pool.map(_remove_container, victims))
+            list(pool.map(remove_container, victims))
         for net in client.networks.list(filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}):
-            with contextlib.suppress(docker.errors.NotFound):
-                net.remove()
-
-
-def _remove_container(container: Any) -> None:
-    with contextlib.suppress(docker.errors.NotFound):
-        container.remove(force=True, v=True)
+            remove_network(net)
 
 
 class AsyncSandbox:
@@ -490,12 +484,6 @@ class AsyncSandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.shield(asyncio.to_thread(self.sandbox.close))
-
-
-@contextlib.contextmanager
-def sandbox(request: SandboxRequest) -> Iterator[Sandbox]:
-    with Sandbox(request) as sb:
-        yield sb
 
 
 def _image_gone(tag: str) -> bool:

@@ -6,6 +6,7 @@ Containers go first, then the networks they were attached to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import docker.errors
 
 from sandbox import labels
-from sandbox.docker_client import docker_client
+from sandbox.docker_client import docker_client, remove_container, remove_network
 
 
 @dataclass
@@ -63,24 +64,18 @@ def sweep(run: str | None = None, older_than: float | None = None, orphans: bool
     client = docker_client()
     result = SweepResult()
     for c in client.containers.list(all=True, filters={"label": labels.RUN}, ignore_removed=True):
-        if _selected(c.labels, run, older_than, orphans):
-            try:
-                c.remove(force=True, v=True)
-                result.containers.append(c.name)
-            except docker.errors.NotFound:
-                pass
+        if _selected(c.labels, run, older_than, orphans) and remove_container(c):
+            result.containers.append(c.name)
     for n in client.networks.list(filters={"label": labels.RUN}):
         if _selected(n.attrs.get("Labels") or {}, run, older_than, orphans):
             try:
                 n.reload()
                 for cid in n.attrs.get("Containers") or {}:
-                    try:
-                        client.containers.get(cid).remove(force=True, v=True)
-                        result.containers.append(cid[:12])
-                    except docker.errors.NotFound:
-                        pass
-                n.remove()
-                result.networks.append(n.name)
+                    with contextlib.suppress(docker.errors.NotFound):
+                        if remove_container(client.containers.get(cid)):
+                            result.containers.append(cid[:12])
+                if remove_network(n):
+                    result.networks.append(n.name)
             except docker.errors.NotFound:
                 pass
     return result

@@ -24,7 +24,7 @@ from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 from servers.engine.seeding import DataPatchError, initial_rows
-from servers.registry import DOMAIN_MODULES, available_domains, load_domain
+from servers.registry import domain_names, load_domain
 
 STALE_AFTER = 6 * 3600.0
 
@@ -37,11 +37,11 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise SystemExit(f"tbx up: {path} must hold an object {{table: [rows]}}")
     if domain_name is None:
-        matches = [d for d in available_domains() if set(data) <= {t.name for t in load_domain(d).tables}]
+        matches = [d for d in domain_names() if set(data) <= {t.name for t in load_domain(d).tables}]
         if len(matches) != 1:
             raise SystemExit(
                 f"tbx up: cannot tell which domain {path} seeds ({matches or 'none match'}); pass --domain "
-                f"({', '.join(DOMAIN_MODULES)})"
+                f"({', '.join(domain_names())})"
             )
         domain_name = matches[0]
     domain = load_domain(domain_name)

@@ -14,7 +14,7 @@ task files parsed statically with ``ast``) - into immutable pydantic models.
 """
 
 from .command import validate_command
-from .domains import DOMAINS, SERVER_MODULES, domain_of, server_module
+from .domains import domain_of, server_module
 from .errors import DatasetError, Problem, format_problems
 from .loader import DATASET_ENV, DEFAULT_RELEASE, Benchmark, default_root, load_benchmark, validate_benchmark
 from .merge import effective_init, effective_inits, merge_init_config, recursive_merge
@@ -39,8 +39,6 @@ __all__ = [
     "CHECK_RUBRICS",
     "DATASET_ENV",
     "DEFAULT_RELEASE",
-    "DOMAINS",
-    "SERVER_MODULES",
     "AgentPrompt",
     "Benchmark",
     "DatasetError",

@@ -95,6 +95,12 @@ class Benchmark(BaseModel):
         """Scenario world_state merged with the task's init (sources included); a fresh copy."""
         return effective_init(task, self.scenario_of(task), server)
 
+    def golden_calls(self, task: Task) -> list[tuple[str, dict[str, Any]]]:
+        """The task's golden tool calls as (tool, arguments), in order (what the
+        oracle plays and the golden end state is replayed from)."""
+        init = self.effective_init(task)
+        return [(c.tool, dict(c.parameters)) for c in init.golden_tool_interactions if c.tool]
+
     # -- seeds
     def seed(self, server_or_module: str) -> dict[str, list[dict[str, Any]]]:
         """Base tables ``{table: rows}`` of a server (export layout: ``servers/<module>/seed.json``)."""

@@ -90,10 +90,6 @@ class Collector:
         return any(p.is_error for p in self.problems)
 
 
-def _join(prefix: str | None, name: str) -> str:
-    return f"{prefix}.{name}" if prefix else name
-
-
 # ---------------------------------------------------------------- server init
 
 

@@ -4,8 +4,10 @@
     result = await client.chat(messages, tools=tools, ledger=attempt_ledger)
     result.content, result.tool_calls, result.usage
 
-Retries (exponential backoff with jitter, `Retry-After` honoured up to the
-cap) cover 408/409/429/5xx, timeouts and connection errors. When they run out,
+The client serves the three roles (agent, simulated user, rubric judge), each
+with its own `RoleConfig`. Retries (tenacity: exponential backoff with jitter,
+`Retry-After` honoured up to the cap) cover 408/409/429/5xx, timeouts and
+connection errors. When they run out,
 or the endpoint rejects a request outright (400/401/404/...), the call raises
 `ModelEndpointError`: a system error for the runner, never an agent failure.
 Every completed call is recorded with its input / cached / output tokens in
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,8 +29,11 @@ import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field
+from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
 
 from bench.llm.config import ModelsConfig, RoleConfig
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 
@@ -175,6 +181,13 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return None
 
 
+def is_retryable(exc: BaseException) -> bool:
+    """Worth another try: 408/409/429/5xx, timeouts and connection errors."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUS or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, (str, dict)) else exc.message
@@ -225,6 +238,45 @@ class LLMClient:
         base = min(cfg.backoff_max, cfg.backoff_initial * (2 ** (attempt - 1)))
         return base * (0.5 + 0.5 * self._rng.random())
 
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        after = _retry_after(exc) if isinstance(exc, openai.APIStatusError) else None
+        return self.backoff(state.attempt_number, after)
+
+    async def _post(self, body: dict[str, Any]) -> tuple[ChatCompletion, int]:
+        """One chat completion, retried; (response, requests made)."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            sleep=self._sleep,
+            before_sleep=before_sleep_log(log, logging.INFO),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    # The body is already plain JSON: posting it skips the SDK's per-call walk of the
+                    # typed params (about 30 ms of CPU with a domain's tool list), same errors and parsing.
+                    resp = await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+                    return resp, attempt.retry_state.attempt_number
+        except openai.APIStatusError as exc:
+            n = retrying.statistics["attempt_number"]
+            if not is_retryable(exc):
+                raise self._error(
+                    f"rejected the request: {_describe(exc)}", n, exc.status_code, False
+                ) from exc
+            raise self._error(
+                f"still failing after {n} attempts: {_describe(exc)}", n, exc.status_code, True
+            ) from exc
+        except openai.APIConnectionError as exc:
+            n = retrying.statistics["attempt_number"]
+            raise self._error(f"unreachable after {n} attempts: {_describe(exc)}", n, None, True) from exc
+        except openai.APIResponseValidationError as exc:
+            n = retrying.statistics["attempt_number"]
+            raise self._error(f"sent an invalid response: {_describe(exc)}", n, None, False) from exc
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
     def _error(self, msg: str, attempts: int, status: int | None, retryable: bool) -> ModelEndpointError:
         cfg = self.config
         return ModelEndpointError(
@@ -245,7 +297,9 @@ class LLMClient:
         parallel_tool_calls: bool | None = None,
         attempt_seed: int = 0,
         ledger: UsageLedger | None = None,
+        max_tokens: int | None = None,
     ) -> ChatResult:
+        """One completion. `max_tokens` (when given) replaces the role's setting."""
         cfg = self.config
         kwargs: dict[str, Any] = {"model": cfg.model, "messages": list(messages)}
         if cfg.temperature is not None:
@@ -253,46 +307,16 @@ class LLMClient:
         seed = cfg.request_seed(attempt_seed)
         if seed is not None:
             kwargs["seed"] = seed
-        if cfg.max_tokens is not None:
-            kwargs["max_tokens"] = cfg.max_tokens
+        if (max_tokens or cfg.max_tokens) is not None:
+            kwargs["max_tokens"] = max_tokens or cfg.max_tokens
         if tools:
             kwargs["tools"] = list(tools)
             if parallel_tool_calls is not None:
                 kwargs["parallel_tool_calls"] = parallel_tool_calls
         kwargs.update(cfg.extra_body)
 
-        attempts = 0
         t0 = time.perf_counter()
-        while True:
-            attempts += 1
-            retry_after: float | None = None
-            try:
-                # The body is already plain JSON: posting it skips the SDK's per-call walk of the
-                # typed params (about 30 ms of CPU with a domain's tool list), same errors and parsing.
-                resp = await self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
-                break
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status not in RETRY_STATUS and status < 500:
-                    raise self._error(
-                        f"rejected the request: {_describe(exc)}", attempts, status, retryable=False
-                    ) from exc
-                if attempts > cfg.max_retries:
-                    raise self._error(
-                        f"still failing after {attempts} attempts: {_describe(exc)}", attempts, status, True
-                    ) from exc
-                retry_after = _retry_after(exc)
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
-                if attempts > cfg.max_retries:
-                    raise self._error(
-                        f"unreachable after {attempts} attempts: {_describe(exc)}", attempts, None, True
-                    ) from exc
-            except openai.APIResponseValidationError as exc:
-                raise self._error(
-                    f"sent an invalid response: {_describe(exc)}", attempts, None, False
-                ) from exc
-            await self._sleep(self.backoff(attempts, retry_after))
-
+        resp, attempts = await self._post(kwargs)
         latency_ms = (time.perf_counter() - t0) * 1000
         usage = CallUsage(role=self.role, model=cfg.model, latency_ms=latency_ms, attempts=attempts)
         if resp.usage is not None:

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 Role = Literal["agent", "user", "judge"]
 ROLES: tuple[Role, ...] = ("agent", "user", "judge")
 NO_KEY = "not-needed"  # sent when an endpoint needs no key (the SDK insists on one)
+OPENAI_URL = "https://api.openai.com/v1"
 
 
 class ModelsConfigError(ValueError):
@@ -49,7 +50,7 @@ class RoleConfig(BaseModel):
 
     base_url: str
     model: str
-    api_key: str | None = Field(default=None, repr=False)
+    api_key: SecretStr | None = None
     api_key_env: str | None = None
     temperature: float | None = 0.0
     seed: int | None = None
@@ -71,7 +72,7 @@ class RoleConfig(BaseModel):
     def resolved_api_key(self) -> str:
         """The key to send: `api_key`, else `$api_key_env` (which must be set), else a placeholder."""
         if self.api_key is not None:
-            return self.api_key
+            return self.api_key.get_secret_value()
         if self.api_key_env is not None:
             value = os.environ.get(self.api_key_env)
             if not value:
@@ -178,3 +179,21 @@ def load_models_config(path: str | Path) -> ModelsConfig:
     except yaml.YAMLError as exc:
         raise ModelsConfigError(f"{path}: invalid YAML: {exc}") from None
     return parse_models_config(data, str(path))
+
+
+def judge_role_from_env(
+    model: str | None = None, base_url: str | None = None, environ: dict[str, str] | None = None
+) -> RoleConfig:
+    """The judge role from TBX_JUDGE_MODEL, TBX_JUDGE_BASE_URL (else OpenAI's) and
+    TBX_JUDGE_API_KEY (else OPENAI_API_KEY), for `tbx judge regrade` without a
+    config file; `model` / `base_url` override the environment."""
+    env = os.environ if environ is None else environ
+    model = model or env.get("TBX_JUDGE_MODEL", "")
+    if not model:
+        raise ModelsConfigError("no judge model: set TBX_JUDGE_MODEL or pass --judge-model")
+    key_env = next((k for k in ("TBX_JUDGE_API_KEY", "OPENAI_API_KEY") if env.get(k)), None)
+    return RoleConfig(
+        model=model,
+        base_url=base_url or env.get("TBX_JUDGE_BASE_URL") or OPENAI_URL,
+        api_key=SecretStr(env[key_env]) if key_env else None,
+    )

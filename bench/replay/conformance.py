@@ -23,7 +23,7 @@ from sandbox.pool import SandboxPool
 from sandbox.sandbox import resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
-from servers.registry import DOMAIN_MODULES, SERVER_TO_DOMAIN
+from servers.registry import domain_names, server_to_domain
 
 STALE_AFTER = 6 * 3600.0
 
@@ -144,16 +144,16 @@ async def run_conformance(
     progress: Any = None,
 ) -> dict[str, DomainReport]:
     traces = load_traces(traces_dir)
-    wanted_domains = set(domains or DOMAIN_MODULES)
+    wanted_domains = set(domains or domain_names())
     selected: list[tuple[Task, Trace]] = []
     for task in bench.tasks:
         tr = traces.get(task.id)
-        if tr is None or SERVER_TO_DOMAIN.get(tr.server) not in wanted_domains:
+        if tr is None or server_to_domain().get(tr.server) not in wanted_domains:
             continue
         if task_ids and task.id not in task_ids and task.uid not in task_ids:
             continue
         selected.append((task, tr))
-    reports = {d: DomainReport() for d in DOMAIN_MODULES if d in wanted_domains}
+    reports = {d: DomainReport() for d in domain_names() if d in wanted_domains}
     run_id = new_id("conf")
     images = await asyncio.to_thread(resolve_images, False)
     started = time.monotonic()
@@ -205,10 +205,10 @@ def conformance_command(args: argparse.Namespace) -> int:
     bench = load_benchmark(dataset, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)
-    unknown = [d for d in args.domain or [] if d not in DOMAIN_MODULES]
+    unknown = [d for d in args.domain or [] if d not in domain_names()]
     if unknown:
         print(
-            f"tbx conformance: unknown domain(s) {unknown}; known: {', '.join(DOMAIN_MODULES)}",
+            f"tbx conformance: unknown domain(s) {unknown}; known: {', '.join(domain_names())}",
             file=sys.stderr,
         )
         return 2

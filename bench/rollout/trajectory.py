@@ -116,6 +116,3 @@ class Trajectory(BaseModel):
     @property
     def mcp_calls(self) -> list[ToolCall]:
         return [c for c in self.tool_calls if c.via_mcp]
-
-    def call_list(self) -> list[tuple[str, dict[str, Any] | None]]:
-        return [(c.tool, c.arguments) for c in self.mcp_calls]

@@ -71,12 +71,6 @@ def _canonical_source_hash() -> str:
     return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
 
 
-def golden_calls(bench: Benchmark, task: Task) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (c.tool, dict(c.parameters)) for c in bench.effective_init(task).golden_tool_interactions if c.tool
-    ]
-
-
 def golden_key(
     task: Task, calls: list[tuple[str, dict[str, Any]]], seeded_rows: dict[str, Any], image_id: str
 ) -> str:
@@ -126,7 +120,6 @@ class GoldenStore:
         self._locks: dict[str, asyncio.Lock] = {}
         self._memory: dict[str, GoldenState] = {}
         self.replays = 0  # golden replays this store ran
-        self.disk_hits = 0
 
     def image_id(self) -> str:
         if callable(self._image_id):
@@ -137,7 +130,7 @@ class GoldenStore:
 
     def key(self, task: Task) -> str:
         return golden_key(
-            task, golden_calls(self.bench, task), initial_state(self.bench, task), self.image_id()
+            task, self.bench.golden_calls(task), initial_state(self.bench, task), self.image_id()
         )
 
     def path(self, key: str) -> Path:
@@ -169,9 +162,7 @@ class GoldenStore:
             if key in self._memory:
                 return self._memory[key]
             golden = await asyncio.to_thread(self.load, key)
-            if golden is not None:
-                self.disk_hits += 1
-            else:
+            if golden is None:
                 if not self.allow_replay:
                     raise GoldenNotCached(f"golden state of {task.id} is not cached in {self.cache_dir}")
                 golden = await self._compute(task, key)

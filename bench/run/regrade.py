@@ -25,9 +25,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
+from bench.llm.client import LLMClient
+from bench.llm.config import ModelsConfigError, judge_role_from_env
+from bench.llm.judge import rubric_judge
 from bench.run.golden import GoldenStore
 from judge.records import AttemptRecord, RubricAnswer, Verdict, atomic_write, read_attempt, write_attempt
-from judge.rubric import JudgeModelConfig, JudgeUnavailable, RubricJudge
+from judge.rubric import JudgeUnavailable, RubricJudge
 from judge.verdict import decide
 from servers.registry import load_domain
 
@@ -242,14 +245,15 @@ def regrade_command(args: argparse.Namespace) -> int:
         return 2
     bench = load_benchmark(Path(args.dataset) if args.dataset else default_root(), strict=False)
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
-    judge = None
+    client = judge = None
     if args.rejudge_rubrics or args.judge_model:
         try:
-            config = JudgeModelConfig.from_env(model=args.judge_model, base_url=args.judge_base_url)
-        except ValueError as exc:
+            config = judge_role_from_env(model=args.judge_model, base_url=args.judge_base_url)
+        except ModelsConfigError as exc:
             print(f"tbx judge regrade: {exc}", file=sys.stderr)
             return 2
-        judge = RubricJudge(config)
+        client = LLMClient(config, role="judge")
+        judge = rubric_judge(client)
 
     async def run() -> RegradeSummary:
         try:
@@ -263,8 +267,8 @@ def regrade_command(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
             )
         finally:
-            if judge is not None:
-                await judge.aclose()
+            if client is not None:
+                await client.aclose()
 
     try:
         summary = asyncio.run(run())

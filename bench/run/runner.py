@@ -33,11 +33,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field
 
 from bench.cli.proxy import task_tool_policy
 from bench.dataset import Benchmark, Task
+from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig
+from bench.llm.judge import rubric_judge
 from bench.replay.sandboxed import dump_state
 from bench.rollout.agent_loop import AgentClients, run_attempt_agent
 from bench.rollout.trajectory import Trajectory
@@ -47,7 +49,7 @@ from bench.run.request import sandbox_request
 from bench.run.results import ResultRow, RoleUsage
 from judge.canonical import State, canonical_bytes
 from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, write_attempt
-from judge.rubric import JudgeModelConfig, RubricJudge
+from judge.rubric import RubricJudge
 from judge.verdict import decide
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
@@ -356,6 +358,7 @@ class Runner:
         self.images: dict[str, str] = {}
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
         self.rubric_judge: RubricJudge | None = None
+        self.judge_client: LLMClient | None = None
         self.counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0, "alive": 0}
         self.pools: dict[str, SandboxPool] = {}
         self.pool_budget: dict[str, int] = {}
@@ -481,16 +484,8 @@ class Runner:
                 raise RuntimeError(
                     "task has rubrics but the config names no judge model (--config with a judge role)"
                 )
-            role = self.config.judge
-            self.rubric_judge = RubricJudge(
-                JudgeModelConfig(
-                    model=role.model,
-                    base_url=role.base_url,
-                    api_key=SecretStr(role.resolved_api_key()),
-                    timeout=role.timeout,
-                    temperature=role.temperature or 0.0,
-                )
-            )
+            self.judge_client = LLMClient(self.config.judge, role="judge")
+            self.rubric_judge = rubric_judge(self.judge_client)
         return await self.rubric_judge.judge(rubrics, final_message)
 
     def _write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:
@@ -660,7 +655,7 @@ class Runner:
             proxy.close()
             if clients is not None:
                 await clients.aclose()
-            if self.rubric_judge is not None:
-                await self.rubric_judge.aclose()
+            if self.judge_client is not None:
+                await self.judge_client.aclose()
             await asyncio.to_thread(sweep, self.run_id)
         return dict(self.counts)

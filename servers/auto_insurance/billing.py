@@ -9,7 +9,7 @@ from pydantic import Field
 
 from servers.auto_insurance.common import BILLING
 from servers.engine.helpers import LaxInput
-from servers.engine.tools import ToolContext, ToolError, tool
+from servers.engine.tools import ToolContext, tool
 
 _POLICY_DOC = "The policy whose billing account is meant."
 
@@ -30,9 +30,9 @@ class GrantExtensionInput(LaxInput):
 
 
 def _account(ctx: ToolContext, policy_id: str) -> dict[str, Any]:
-    row = ctx.db.first(BILLING, policy_id=policy_id)
-    if row is None:
-        raise ToolError(f"No billing account found for policy_id '{policy_id}'.")
+    row = ctx.db.require_first(
+        BILLING, f"No billing account found for policy_id '{policy_id}'.", policy_id=policy_id
+    )
     return row
 
 

@@ -93,8 +93,7 @@ def _item(claim: dict[str, Any]) -> dict[str, Any]:
 
 
 def _require_policy(ctx: ToolContext, policy_id: str) -> None:
-    if not ctx.db.exists(POLICIES, policy_id):
-        raise ToolError(f"Policy '{policy_id}' not found.")
+    ctx.db.require(POLICIES, policy_id, f"Policy '{policy_id}' not found.")
 
 
 @tool(
@@ -164,8 +163,7 @@ def _claims_involving(
 ) -> dict[str, Any]:
     """The claims whose `field` is `ident` (a driver or a vehicle that must
     exist), optionally only open ones."""
-    if not ctx.db.exists(table, ident):
-        raise ToolError(f"{label} '{ident}' not found.")
+    ctx.db.require(table, ident, f"{label} '{ident}' not found.")
     claims = [c for c in ctx.db.find(CLAIMS, **{field: ident}) if not open_only or _is_open(c)]
     return {"claims": [_item(c) for c in claims], "has_open_claims": any(_is_open(c) for c in claims)}
 

@@ -28,9 +28,7 @@ class VerifyIdentityInput(LaxInput):
 
 
 def _customer(ctx: ToolContext, customer_id: str) -> dict[str, Any]:
-    row = ctx.db.get(CUSTOMERS, customer_id)
-    if row is None:
-        raise ToolError(f"Customer with ID '{customer_id}' not found")
+    row = ctx.db.require(CUSTOMERS, customer_id, f"Customer with ID '{customer_id}' not found")
     return row
 
 

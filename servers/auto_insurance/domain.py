@@ -13,7 +13,6 @@ from servers.zendesk import zendesk_tools
 DOMAIN = Domain(
     name="auto_insurance",
     server="sandbox_auto_insurance",
-    module="mcp_sandbox_auto_insurance",
     tables=TABLES,
     tools=collect(
         zendesk_tools("auto_insurance"),

@@ -97,16 +97,12 @@ class VehicleStatusInput(LaxInput):
 
 
 def _policy(ctx: ToolContext, policy_id: str) -> dict[str, Any]:
-    row = ctx.db.get(POLICIES, policy_id)
-    if row is None:
-        raise ToolError(f"Policy with ID '{policy_id}' not found")
+    row = ctx.db.require(POLICIES, policy_id, f"Policy with ID '{policy_id}' not found")
     return row
 
 
 def _vehicle(ctx: ToolContext, vehicle_id: str) -> dict[str, Any]:
-    row = ctx.db.get(VEHICLES, vehicle_id)
-    if row is None:
-        raise ToolError(f"Vehicle with ID '{vehicle_id}' not found")
+    row = ctx.db.require(VEHICLES, vehicle_id, f"Vehicle with ID '{vehicle_id}' not found")
     return row
 
 
@@ -369,8 +365,7 @@ def schedule_cancellation(ctx: ToolContext, args: ScheduleCancellationInput) -> 
     "Change a driver's status on the policy (rated, excluded or removed) as of a date.",
 )
 def update_driver_status(ctx: ToolContext, args: DriverStatusInput) -> dict[str, Any]:
-    if not ctx.db.exists(DRIVERS, args.driver_id):
-        raise ToolError(f"Driver with ID '{args.driver_id}' not found")
+    ctx.db.require(DRIVERS, args.driver_id, f"Driver with ID '{args.driver_id}' not found")
     changes: dict[str, Any] = {"status": args.new_status, "effective_date": args.effective_date}
     if args.new_status == "Removed":
         changes["removal_date"] = args.effective_date

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.consulting.common import pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 
 
 class GetContactInput(ToolInput):
@@ -21,9 +21,7 @@ class GetContactInput(ToolInput):
     catch_all="Failed to retrieve approver contact",
 )
 def get_contact(ctx: ToolContext, args: GetContactInput) -> Any:
-    row = ctx.db.get("workday_employees", args.email)
-    if row is None:
-        raise ToolError(f"Approver not found: {args.email}")
+    row = ctx.db.require("workday_employees", args.email, f"Approver not found: {args.email}")
     return pick(row, ("email", "name", "availability_status", "backup_approver_email"))
 
 

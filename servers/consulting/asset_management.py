@@ -34,9 +34,7 @@ class AssetInput(ToolInput):
 
 
 def _device(ctx: ToolContext, asset_id: str) -> dict[str, Any]:
-    row = ctx.db.get(DEVICES, asset_id)
-    if row is None:
-        raise ToolError(f"Device not found: {asset_id}")
+    row = ctx.db.require(DEVICES, asset_id, f"Device not found: {asset_id}")
     return row
 
 

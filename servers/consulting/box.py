@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import SUCCESS, action, api_tool, new_id, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 FOLDERS = "box_folders"
 ACCESS = "box_folder_access_logs"
@@ -23,9 +23,7 @@ class BoxInput(ToolInput):
 
 
 def _folder(ctx: ToolContext, folder_id: str) -> dict[str, Any]:
-    row = ctx.db.get(FOLDERS, folder_id)
-    if row is None:
-        raise ToolError(f"Folder not found: {folder_id}")
+    row = ctx.db.require(FOLDERS, folder_id, f"Folder not found: {folder_id}")
     return row
 
 

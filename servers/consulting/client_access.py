@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import SUCCESS, action, api_tool, new_id, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 VPN = "client_access_vpn_access"
 SYSTEMS = "client_access_client_system_access"
@@ -81,9 +81,7 @@ def provision_client_system(ctx: ToolContext, args: Any) -> Any:
 
 @action("client_id")
 def check_client_requirements(ctx: ToolContext, args: Any) -> Any:
-    client = ctx.db.get("salesforce_crm_clients", args.client_id)
-    if client is None:
-        raise ToolError(f"Client not found: {args.client_id}")
+    client = ctx.db.require("salesforce_crm_clients", args.client_id, f"Client not found: {args.client_id}")
     return {
         "requirements": {
             "clearance_level": client["clearance_level"],

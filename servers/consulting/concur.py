@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import SUCCESS, action, api_tool, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 EXPENSES = "concur_expense_reports"
 EXPENSE_FIELDS = (
@@ -48,9 +48,7 @@ class ConcurInput(ToolInput):
 
 
 def _report(ctx: ToolContext, report_id: str) -> dict[str, Any]:
-    row = ctx.db.get(EXPENSES, report_id)
-    if row is None:
-        raise ToolError(f"Expense report not found: {report_id}")
+    row = ctx.db.require(EXPENSES, report_id, f"Expense report not found: {report_id}")
     return row
 
 
@@ -76,9 +74,9 @@ def override_expense_rejection(ctx: ToolContext, args: Any) -> Any:
 
 @action("booking_id")
 def get_travel_booking(ctx: ToolContext, args: Any) -> Any:
-    row = ctx.db.get("concur_travel_requests", args.booking_id)
-    if row is None:
-        raise ToolError(f"Travel booking not found: {args.booking_id}")
+    row = ctx.db.require(
+        "concur_travel_requests", args.booking_id, f"Travel booking not found: {args.booking_id}"
+    )
     return {"travel_booking": pick(row, BOOKING_FIELDS)}
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import SUCCESS, action, api_tool, new_id, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 COURSES = "degreed_training_courses"
 ENROLLMENTS = "degreed_training_enrollments"
@@ -49,9 +49,7 @@ class DegreedInput(ToolInput):
 
 
 def _course(ctx: ToolContext, course_id: str) -> dict[str, Any]:
-    row = ctx.db.get(COURSES, course_id)
-    if row is None:
-        raise ToolError(f"Course not found: {course_id}")
+    row = ctx.db.require(COURSES, course_id, f"Course not found: {course_id}")
     return row
 
 
@@ -119,9 +117,7 @@ def check_certification_status(ctx: ToolContext, args: Any) -> Any:
 
 @action("client_id")
 def get_required_trainings(ctx: ToolContext, args: Any) -> Any:
-    client = ctx.db.get("salesforce_crm_clients", args.client_id)
-    if client is None:
-        raise ToolError(f"Client not found: {args.client_id}")
+    client = ctx.db.require("salesforce_crm_clients", args.client_id, f"Client not found: {args.client_id}")
     return {"required_courses": list(client["required_training_courses"])}
 
 

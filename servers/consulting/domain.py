@@ -47,7 +47,6 @@ TABLES = tuple(_user_org_as_text(t) for t in tables.TABLES)
 DOMAIN = Domain(
     name="consulting",
     server="sandbox_consulting",
-    module="mcp_sandbox_consulting",
     tables=TABLES,
     tools=collect(
         zendesk_tools("consulting"),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import SUCCESS, action, api_tool, new_id, opt
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 POOLS = "license_management_license_pool_record"
 ALLOCATIONS = "license_management_license_allocation"
@@ -24,11 +24,12 @@ class LicenseInput(ToolInput):
 
 @action("catalog_id", "pool_type")
 def check_availability(ctx: ToolContext, args: Any) -> Any:
-    pool = ctx.db.first(POOLS, catalog_id=args.catalog_id, pool_type=args.pool_type)
-    if pool is None:
-        raise ToolError(
-            f"License pool not found for catalog_id={args.catalog_id}, pool_type={args.pool_type}"
-        )
+    pool = ctx.db.require_first(
+        POOLS,
+        f"License pool not found for catalog_id={args.catalog_id}, pool_type={args.pool_type}",
+        catalog_id=args.catalog_id,
+        pool_type=args.pool_type,
+    )
     if pool["total_licenses"] is None:
         return {"available_count": UNLIMITED}
     in_use = [
@@ -56,9 +57,11 @@ def allocate(ctx: ToolContext, args: Any) -> Any:
 
 @action("catalog_id")
 def get_cost(ctx: ToolContext, args: Any) -> Any:
-    row = ctx.db.get("software_catalog_software_catalog", args.catalog_id)
-    if row is None:
-        raise ToolError(f"Software catalog entry not found: {args.catalog_id}")
+    row = ctx.db.require(
+        "software_catalog_software_catalog",
+        args.catalog_id,
+        f"Software catalog entry not found: {args.catalog_id}",
+    )
     return {"annual_cost": row["annual_cost"]}
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.consulting.common import action, api_tool, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 
 class MavenlinkInput(ToolInput):
@@ -20,9 +20,9 @@ class MavenlinkInput(ToolInput):
 
 @action("engagement_code")
 def get_engagement(ctx: ToolContext, args: Any) -> Any:
-    row = ctx.db.get("mavenlink_mv_engagements", args.engagement_code)
-    if row is None:
-        raise ToolError(f"Engagement not found: {args.engagement_code}")
+    row = ctx.db.require(
+        "mavenlink_mv_engagements", args.engagement_code, f"Engagement not found: {args.engagement_code}"
+    )
     fields = ("engagement_code", "status", "start_date", "end_date", "senior_manager_email")
     return {"engagement_data": pick(row, fields)}
 

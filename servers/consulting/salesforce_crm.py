@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.consulting.common import pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 
 
 class CheckAssignmentInput(ToolInput):
@@ -42,9 +42,9 @@ def check_employee_assignment(ctx: ToolContext, args: CheckAssignmentInput) -> A
     catch_all="Failed to retrieve engagement details",
 )
 def get_engagement(ctx: ToolContext, args: GetEngagementInput) -> Any:
-    row = ctx.db.get("salesforce_crm_sf_engagements", args.engagement_code)
-    if row is None:
-        raise ToolError(f"Engagement not found: {args.engagement_code}")
+    row = ctx.db.require(
+        "salesforce_crm_sf_engagements", args.engagement_code, f"Engagement not found: {args.engagement_code}"
+    )
     return pick(
         row, ("engagement_code", "client_id", "engagement_manager_email", "status", "start_date", "end_date")
     )

@@ -28,9 +28,7 @@ class SearchInput(ToolInput):
     catch_all="Failed to retrieve software details",
 )
 def get_details(ctx: ToolContext, args: GetDetailsInput) -> Any:
-    row = ctx.db.get(TABLE, args.catalog_id)
-    if row is None:
-        raise ToolError(f"Software not found in catalog: {args.catalog_id}")
+    row = ctx.db.require(TABLE, args.catalog_id, f"Software not found in catalog: {args.catalog_id}")
     return pick(row, FIELDS)
 
 

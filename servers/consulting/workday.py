@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.consulting.common import action, api_tool, opt, pick
-from servers.engine.tools import ToolContext, ToolError, ToolInput
+from servers.engine.tools import ToolContext, ToolInput
 
 EMPLOYEE_FIELDS = (
     "email",
@@ -36,9 +36,7 @@ class WorkdayInput(ToolInput):
 
 @action("email")
 def get_employee(ctx: ToolContext, args: Any) -> Any:
-    row = ctx.db.get("workday_employees", args.email)
-    if row is None:
-        raise ToolError(f"Employee not found: {args.email}")
+    row = ctx.db.require("workday_employees", args.email, f"Employee not found: {args.email}")
     return {"employee_data": pick(row, EMPLOYEE_FIELDS)}
 
 

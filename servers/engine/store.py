@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from servers.engine.errors import ToolError
 from servers.engine.rows import render_datetime, validate_row
 from servers.engine.schema import FieldSpec, TableSpec
 
@@ -130,6 +131,21 @@ class Store:
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         rows = self._select(self.spec(table), sql.SQL("WHERE _key = %s"), (key,))
         return rows[0] if rows else None
+
+    def require(self, table: str, key: str, missing: str, /) -> dict[str, Any]:
+        """The row with this key; without one the tool fails with `missing`
+        as its error text (a `ToolError`: no catch-all prefix)."""
+        row = self.get(table, key)
+        if row is None:
+            raise ToolError(missing)
+        return row
+
+    def require_first(self, table: str, missing: str, /, **equals: Any) -> dict[str, Any]:
+        """The first row matching `equals`; without one the tool fails with `missing`."""
+        row = self.first(table, **equals)
+        if row is None:
+            raise ToolError(missing)
+        return row
 
     def exists(self, table: str, key: str) -> bool:
         query = sql.SQL("SELECT 1 FROM {} WHERE _key = %s").format(sql.Identifier(self.spec(table).name))

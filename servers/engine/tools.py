@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from servers.engine.errors import ToolError as ToolError  # the tools raise it from here
 from servers.engine.rows import format_validation_error
 from servers.engine.schema import TableSpec
 from servers.engine.store import Store, StoreError
@@ -28,14 +29,6 @@ log = logging.getLogger(__name__)
 
 ERROR_PREFIX = "Tool execution failed: "
 NOMINAL_NOW = dt.datetime(2025, 10, 1, 13, 0, 0, tzinfo=dt.UTC)
-
-
-class ToolError(Exception):
-    """A deliberate failure; its message is shown to the agent verbatim."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 class ToolInput(BaseModel):
@@ -147,16 +140,25 @@ def _caught(t: Tool, exc: Exception) -> str:
     return f"{t.catch_all}: {exc}" if t.catch_all else str(exc)
 
 
+def export_module(server: str) -> str:
+    """A server's module directory in a benchmark export (`servers/<module>/`):
+    `mcp_<server>`, e.g. "mcp_sandbox_external_retail"."""
+    return f"mcp_{server}"
+
+
 @dataclass(frozen=True)
 class Domain:
     """One benchmark server: its tables (registration order) and tools (listing order)."""
 
     name: str  # tbx's short name, e.g. "retail"
     server: str  # the reference server name (scenario/init key, trace `server`)
-    module: str  # the reference module, e.g. "mcp_sandbox_external_retail"
     tables: tuple[TableSpec, ...]
     tools: tuple[Tool, ...]
     policy_tool: str | None = None  # name of the policy-search tool, if any
+
+    @property
+    def module(self) -> str:
+        return export_module(self.server)
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.engine.helpers import count_id, drop_nulls
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.neobank.common import APPROVAL_REQUESTS, require_employee
 
 
@@ -47,9 +47,11 @@ class CreateRequestInput(ToolInput):
     "Show the status of an approval request, with the decision time and the approver's feedback once decided.",
 )
 def check_status(ctx: ToolContext, args: CheckStatusInput) -> dict[str, Any]:
-    request = ctx.db.first(APPROVAL_REQUESTS, id=args.approval_request_id)
-    if request is None:
-        raise ToolError(f"Approval request not found: {args.approval_request_id}")
+    request = ctx.db.require_first(
+        APPROVAL_REQUESTS,
+        f"Approval request not found: {args.approval_request_id}",
+        id=args.approval_request_id,
+    )
     decided = request["decided_at"]
     return drop_nulls(
         {

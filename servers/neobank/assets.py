@@ -77,9 +77,7 @@ def age_months(asset: dict[str, Any]) -> int:
 
 
 def _asset(ctx: ToolContext, asset_id: str) -> dict[str, Any]:
-    asset = ctx.db.first(HARDWARE_ASSETS, id=asset_id)
-    if asset is None:
-        raise ToolError(f"Asset not found: {asset_id}")
+    asset = ctx.db.require_first(HARDWARE_ASSETS, f"Asset not found: {asset_id}", id=asset_id)
     return asset
 
 

@@ -37,7 +37,6 @@ MAIN_TOOLS = collect(
 DOMAIN = Domain(
     name="neobank",
     server="sandbox_neobank_support_v1",
-    module="mcp_sandbox_neobank_support_v1",
     tables=TABLES,
     tools=collect((policy_search_tool(POLICY_TOOL),), zendesk_tools("neobank"), MAIN_TOOLS),
     policy_tool=POLICY_TOOL,

@@ -65,7 +65,5 @@ def first_by_either(
     if empty(p_val) and empty(f_val):
         raise ToolError(f"Either {p_name} or {f_name} must be provided")
     column, wanted = (p_col, p_val) if not empty(p_val) else (f_col, f_val)
-    row = ctx.db.first(table, **{column: wanted})
-    if row is None:
-        raise ToolError(f"{missing}: {wanted}")
+    row = ctx.db.require_first(table, f"{missing}: {wanted}", **{column: wanted})
     return row

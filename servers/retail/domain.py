@@ -26,7 +26,6 @@ TOOLS = collect(
 DOMAIN = Domain(
     name="retail",
     server="sandbox_external_retail",
-    module="mcp_sandbox_external_retail",
     tables=TABLES,
     tools=TOOLS,
     policy_tool="search_policy",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import CLAIMS, CONTRACTS, WRITE_TS, as_utc, drop_nulls
 
 ISSUE_DESCRIPTIONS = {
@@ -18,7 +18,6 @@ ISSUE_DESCRIPTIONS = {
 }
 
 
-# ---- check_warranty_coverage --------------------------------------------------
 class CheckWarrantyCoverageInput(ToolInput):
     order_id: str = Field(description="Order the item was bought on.")
     sku: str = Field(description="SKU of the item.")
@@ -48,7 +47,6 @@ def check_warranty_coverage(ctx: ToolContext, args: CheckWarrantyCoverageInput) 
     return {"has_coverage": False}
 
 
-# ---- file_warranty_claim ------------------------------------------------------
 class FileWarrantyClaimInput(ToolInput):
     contract_id: str = Field(description="Warranty contract to claim against.")
     customer_id: str = Field(description="Customer filing the claim.")
@@ -64,8 +62,7 @@ class FileWarrantyClaimInput(ToolInput):
     catch_all="Failed to file warranty claim",
 )
 def file_warranty_claim(ctx: ToolContext, args: FileWarrantyClaimInput) -> dict[str, Any]:
-    if ctx.db.first(CONTRACTS, id=args.contract_id) is None:
-        raise ToolError(f"Warranty contract not found: {args.contract_id}")
+    ctx.db.require_first(CONTRACTS, f"Warranty contract not found: {args.contract_id}", id=args.contract_id)
     claim_id = ctx.db.first_free_id(CLAIMS, "WCL-2%07d", ctx.db.count(CLAIMS))
     ctx.db.insert(
         CLAIMS,

@@ -8,18 +8,15 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import JOBS, drop_nulls, first_by_either
 
 
 def _job(ctx: ToolContext, job_id: str) -> dict[str, Any]:
-    job = ctx.db.first(JOBS, id=job_id)
-    if job is None:
-        raise ToolError(f"Installation job not found: {job_id}")
+    job = ctx.db.require_first(JOBS, f"Installation job not found: {job_id}", id=job_id)
     return job
 
 
-# ---- cancel_installation ------------------------------------------------------
 class CancelInstallationInput(ToolInput):
     job_id: str = Field(description="Installation job to cancel, e.g. JOB-10000001.")
     order_id: str = Field(description="Order the installation belongs to.")
@@ -40,7 +37,6 @@ def cancel_installation(ctx: ToolContext, args: CancelInstallationInput) -> dict
     return {"job_id": job["id"], "status": "cancelled", "service_cost_refunded": job["service_cost"]}
 
 
-# ---- get_installation_job -----------------------------------------------------
 class GetInstallationJobInput(ToolInput):
     job_id: str | None = Field(default=None, description="Installation job id (takes precedence).")
     order_id: str | None = Field(default=None, description="Order id, used when no job id is given.")
@@ -76,7 +72,6 @@ def get_installation_job(ctx: ToolContext, args: GetInstallationJobInput) -> dic
     )
 
 
-# ---- reschedule_installation --------------------------------------------------
 class RescheduleInstallationInput(ToolInput):
     job_id: str = Field(description="Installation job to move.")
     new_scheduled_date: dt.datetime = Field(description="New appointment date and time (ISO 8601).")

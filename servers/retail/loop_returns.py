@@ -7,11 +7,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import RMAS, WRITE_TS
 
 
-# ---- create_rma ---------------------------------------------------------------
 class CreateRmaInput(ToolInput):
     order_id: str = Field(description="Order the returned item came from.")
     line_item_id: str = Field(description="Line item being returned.")
@@ -55,7 +54,6 @@ def create_rma(ctx: ToolContext, args: CreateRmaInput) -> dict[str, Any]:
     return {"rma_id": rma_id, "status": "approved", "created_date": out_dt(WRITE_TS)}
 
 
-# ---- get_rma_status -----------------------------------------------------------
 class GetRmaStatusInput(ToolInput):
     rma_id: str = Field(description="Return authorisation id, e.g. RMA-10000001.")
 
@@ -67,9 +65,7 @@ class GetRmaStatusInput(ToolInput):
     catch_all="Failed to retrieve RMA status",
 )
 def get_rma_status(ctx: ToolContext, args: GetRmaStatusInput) -> dict[str, Any]:
-    rma = ctx.db.first(RMAS, id=args.rma_id)
-    if rma is None:
-        raise ToolError(f"RMA not found: {args.rma_id}")
+    rma = ctx.db.require_first(RMAS, f"RMA not found: {args.rma_id}", id=args.rma_id)
     return {
         "rma_id": rma["id"],
         "order_id": rma["order_id"],

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.engine.helpers import out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import INVENTORY, drop_nulls
 
 
@@ -22,9 +22,7 @@ class CheckInventoryInput(ToolInput):
     catch_all="Failed to check inventory",
 )
 def check_inventory(ctx: ToolContext, args: CheckInventoryInput) -> dict[str, Any]:
-    record = ctx.db.first(INVENTORY, sku=args.sku)
-    if record is None:
-        raise ToolError(f"SKU not found in inventory system: {args.sku}")
+    record = ctx.db.require_first(INVENTORY, f"SKU not found in inventory system: {args.sku}", sku=args.sku)
     return drop_nulls(
         {
             "sku": record["sku"],

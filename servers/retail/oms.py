@@ -31,13 +31,10 @@ _ORDER_ID = "Order identifier, e.g. ORD-10000001."
 
 
 def _order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
-    order = ctx.db.first(ORDERS, id=order_id)
-    if order is None:
-        raise ToolError(f"Order not found: {order_id}")
+    order = ctx.db.require_first(ORDERS, f"Order not found: {order_id}", id=order_id)
     return order
 
 
-# ---- cancel_order -----------------------------------------------------------
 class CancelOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     cancellation_reason: Literal[
@@ -59,7 +56,6 @@ def cancel_order(ctx: ToolContext, args: CancelOrderInput) -> dict[str, Any]:
     return {"order_id": order["id"], "status": "cancelled", "refund_initiated": was_processing}
 
 
-# ---- create_replacement_order -------------------------------------------------
 class CreateReplacementOrderInput(ToolInput):
     original_order_id: str = Field(description="The order being replaced.")
     customer_id: str = Field(description="Customer who receives the replacement.")
@@ -89,9 +85,7 @@ def create_replacement_order(ctx: ToolContext, args: CreateReplacementOrderInput
     ctx.db.update(
         INVENTORY, stock["sku"], {"available_quantity": stock["available_quantity"] - args.quantity}
     )
-    product = ctx.db.first(PRODUCTS, sku=args.sku)
-    if product is None:
-        raise ToolError(f"Product SKU not found: {args.sku}")
+    product = ctx.db.require_first(PRODUCTS, f"Product SKU not found: {args.sku}", sku=args.sku)
     order_id = ctx.db.first_free_id(ORDERS, "ORD-2%07d", 1)
     line_id = ctx.db.first_free_id(LINE_ITEMS, "LIN-2%07d", 1)
     ctx.db.insert(
@@ -132,7 +126,6 @@ def create_replacement_order(ctx: ToolContext, args: CreateReplacementOrderInput
     return {"replacement_order_id": order_id, "status": "processing", "total_amount": 0.0}
 
 
-# ---- get_order ----------------------------------------------------------------
 class GetOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 
@@ -176,7 +169,6 @@ def get_order(ctx: ToolContext, args: GetOrderInput) -> dict[str, Any]:
     return drop_nulls(result)
 
 
-# ---- get_shipment_tracking ----------------------------------------------------
 class GetShipmentTrackingInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 
@@ -189,9 +181,11 @@ class GetShipmentTrackingInput(ToolInput):
     catch_all="Failed to retrieve shipment tracking",
 )
 def get_shipment_tracking(ctx: ToolContext, args: GetShipmentTrackingInput) -> dict[str, Any]:
-    shipment = ctx.db.first(SHIPMENTS, order_id=args.order_id)
-    if shipment is None:
-        raise ToolError(f"No shipment found for order: {args.order_id} (may not be shipped yet)")
+    shipment = ctx.db.require_first(
+        SHIPMENTS,
+        f"No shipment found for order: {args.order_id} (may not be shipped yet)",
+        order_id=args.order_id,
+    )
     tracking = ctx.db.first(TRACKING, tracking_number=shipment["tracking_number"])
     return drop_nulls(
         {
@@ -208,7 +202,6 @@ def get_shipment_tracking(ctx: ToolContext, args: GetShipmentTrackingInput) -> d
     )
 
 
-# ---- reship_order -------------------------------------------------------------
 class ReshipOrderInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     corrected_address_line1: str = Field(description="Corrected street line.")
@@ -229,11 +222,14 @@ class ReshipOrderInput(ToolInput):
 )
 def reship_order(ctx: ToolContext, args: ReshipOrderInput) -> dict[str, Any]:
     order = _order(ctx, args.order_id)
-    shipment = ctx.db.first(SHIPMENTS, order_id=args.order_id)
-    if shipment is None:
-        raise ToolError(f"No shipment found for order: {args.order_id}")
-    if ctx.db.first(TRACKING, tracking_number=shipment["tracking_number"]) is None:
-        raise ToolError(f"No tracking found for shipment: {shipment['id']}")
+    shipment = ctx.db.require_first(
+        SHIPMENTS, f"No shipment found for order: {args.order_id}", order_id=args.order_id
+    )
+    ctx.db.require_first(
+        TRACKING,
+        f"No tracking found for shipment: {shipment['id']}",
+        tracking_number=shipment["tracking_number"],
+    )
     ctx.db.update(
         ORDERS,
         order["id"],
@@ -280,7 +276,6 @@ def reship_order(ctx: ToolContext, args: ReshipOrderInput) -> dict[str, Any]:
     }
 
 
-# ---- update_order_address -----------------------------------------------------
 class UpdateOrderAddressInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     new_address_line1: str = Field(description="New street line.")
@@ -317,7 +312,6 @@ def update_order_address(ctx: ToolContext, args: UpdateOrderAddressInput) -> dic
     }
 
 
-# ---- update_shipping_speed ----------------------------------------------------
 class UpdateShippingSpeedInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
     new_shipping_speed: ShippingSpeed = Field(description="The shipping speed to switch to.")

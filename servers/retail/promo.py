@@ -11,7 +11,6 @@ from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
 from servers.retail.common import DISCOUNTS, PROMOTIONS, drop_nulls
 
 
-# ---- get_discount_application -------------------------------------------------
 class GetDiscountApplicationInput(ToolInput):
     order_id: str = Field(description="Order identifier, e.g. ORD-10000001.")
 
@@ -46,7 +45,6 @@ def get_discount_application(ctx: ToolContext, args: GetDiscountApplicationInput
     )
 
 
-# ---- get_promotion_details ----------------------------------------------------
 class GetPromotionDetailsInput(ToolInput):
     promo_code: str = Field(description="Promotion code, exactly as issued (case-sensitive).")
 

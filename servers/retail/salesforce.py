@@ -19,7 +19,6 @@ MEMBERSHIP_END = (MEMBERSHIP_START + dt.timedelta(days=365)).replace(
 )
 
 
-# ---- add_points_to_balance ----------------------------------------------------
 class AddPointsToBalanceInput(ToolInput):
     customer_id: str = Field(description="Customer whose points balance changes.")
     points_to_add: int = Field(description="Points to credit (a negative number debits).")
@@ -35,12 +34,12 @@ class AddPointsToBalanceInput(ToolInput):
     catch_all="Failed to add points to balance",
 )
 def add_points_to_balance(ctx: ToolContext, args: AddPointsToBalanceInput) -> dict[str, Any]:
-    membership = ctx.db.first(MEMBERSHIPS, customer_id=args.customer_id)
-    if membership is None:
-        raise ToolError(
-            f"No membership record found for customer {args.customer_id}. "
-            "Customer must have a membership record to receive points."
-        )
+    membership = ctx.db.require_first(
+        MEMBERSHIPS,
+        f"No membership record found for customer {args.customer_id}. "
+        "Customer must have a membership record to receive points.",
+        customer_id=args.customer_id,
+    )
     old = membership["points_balance"]
     new = old + args.points_to_add
     ctx.db.update(MEMBERSHIPS, membership["id"], {"points_balance": new})
@@ -52,7 +51,6 @@ def add_points_to_balance(ctx: ToolContext, args: AddPointsToBalanceInput) -> di
     }
 
 
-# ---- get_customer_profile -----------------------------------------------------
 class GetCustomerProfileInput(ToolInput):
     customer_id: str | None = Field(
         default=None, description="Customer id, e.g. CUS-10000001 (takes precedence)."
@@ -93,7 +91,6 @@ def get_customer_profile(ctx: ToolContext, args: GetCustomerProfileInput) -> dic
     )
 
 
-# ---- get_membership_details ---------------------------------------------------
 class GetMembershipDetailsInput(ToolInput):
     customer_id: str = Field(description="Customer id, e.g. CUS-10000001.")
 
@@ -105,9 +102,12 @@ class GetMembershipDetailsInput(ToolInput):
     catch_all="Failed to retrieve membership details",
 )
 def get_membership_details(ctx: ToolContext, args: GetMembershipDetailsInput) -> dict[str, Any]:
-    membership = ctx.db.first(MEMBERSHIPS, customer_id=args.customer_id, status="active")
-    if membership is None:
-        raise ToolError(f"No active membership found for customer: {args.customer_id}")
+    membership = ctx.db.require_first(
+        MEMBERSHIPS,
+        f"No active membership found for customer: {args.customer_id}",
+        customer_id=args.customer_id,
+        status="active",
+    )
     return {
         "membership_id": membership["id"],
         "customer_id": membership["customer_id"],
@@ -119,7 +119,6 @@ def get_membership_details(ctx: ToolContext, args: GetMembershipDetailsInput) ->
     }
 
 
-# ---- update_membership_status -------------------------------------------------
 class UpdateMembershipStatusInput(ToolInput):
     customer_id: str = Field(description="Customer whose membership changes.")
     action: Literal["upgrade", "cancel"] = Field(
@@ -138,9 +137,7 @@ class UpdateMembershipStatusInput(ToolInput):
     catch_all="Failed to update membership status",
 )
 def update_membership_status(ctx: ToolContext, args: UpdateMembershipStatusInput) -> dict[str, Any]:
-    profile = ctx.db.first(PROFILES, id=args.customer_id)
-    if profile is None:
-        raise ToolError(f"Customer not found: {args.customer_id}")
+    profile = ctx.db.require_first(PROFILES, f"Customer not found: {args.customer_id}", id=args.customer_id)
     if args.action == "upgrade":
         if empty(args.membership_type):
             raise ToolError("membership_type is required when action is upgrade")
@@ -166,9 +163,11 @@ def update_membership_status(ctx: ToolContext, args: UpdateMembershipStatusInput
             "start_date": out_dt(MEMBERSHIP_START),
             "end_date": out_dt(MEMBERSHIP_END),
         }
-    membership = ctx.db.first(MEMBERSHIPS, customer_id=args.customer_id)
-    if membership is None:
-        raise ToolError(f"No membership record found for customer: {args.customer_id}")
+    membership = ctx.db.require_first(
+        MEMBERSHIPS,
+        f"No membership record found for customer: {args.customer_id}",
+        customer_id=args.customer_id,
+    )
     ctx.db.update(MEMBERSHIPS, membership["id"], {"status": "cancelled"})
     ctx.db.update(PROFILES, profile["id"], {"customer_tier": "standard"})
     return drop_nulls(

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import PRODUCTS
 
 
@@ -22,9 +22,7 @@ class GetProductDetailsInput(ToolInput):
     catch_all="Failed to retrieve product details",
 )
 def get_product_details(ctx: ToolContext, args: GetProductDetailsInput) -> dict[str, Any]:
-    product = ctx.db.first(PRODUCTS, sku=args.sku)
-    if product is None:
-        raise ToolError(f"Product SKU not found: {args.sku}")
+    product = ctx.db.require_first(PRODUCTS, f"Product SKU not found: {args.sku}", sku=args.sku)
     return {
         k: product[k]
         for k in (

@@ -7,13 +7,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servers.engine.helpers import count_id, out_dt
-from servers.engine.tools import ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import ToolContext, ToolInput, tool
 from servers.retail.common import PAYMENTS, REFUNDS, WRITE_TS
 
 _ORDER_ID = "Order identifier, e.g. ORD-10000001."
 
 
-# ---- charge_customer ----------------------------------------------------------
 class ChargeCustomerInput(ToolInput):
     order_id: str = Field(description="Order the charge belongs to.")
     customer_id: str = Field(description="Customer to charge.")
@@ -55,7 +54,6 @@ def charge_customer(ctx: ToolContext, args: ChargeCustomerInput) -> dict[str, An
     }
 
 
-# ---- create_refund ------------------------------------------------------------
 class CreateRefundInput(ToolInput):
     order_id: str = Field(description="Order whose payment is refunded.")
     customer_id: str = Field(description="Customer receiving the refund.")
@@ -77,9 +75,9 @@ class CreateRefundInput(ToolInput):
     catch_all="Failed to create refund",
 )
 def create_refund(ctx: ToolContext, args: CreateRefundInput) -> dict[str, Any]:
-    txn = ctx.db.first(PAYMENTS, order_id=args.order_id)
-    if txn is None:
-        raise ToolError(f"Original payment transaction not found for order: {args.order_id}")
+    txn = ctx.db.require_first(
+        PAYMENTS, f"Original payment transaction not found for order: {args.order_id}", order_id=args.order_id
+    )
     refund_id = count_id(ctx.db, REFUNDS, "RFD-2%07d", 0)
     ctx.db.insert(
         REFUNDS,
@@ -102,7 +100,6 @@ def create_refund(ctx: ToolContext, args: CreateRefundInput) -> dict[str, Any]:
     }
 
 
-# ---- get_payment_status -------------------------------------------------------
 class GetPaymentStatusInput(ToolInput):
     order_id: str = Field(description=_ORDER_ID)
 
@@ -114,9 +111,9 @@ class GetPaymentStatusInput(ToolInput):
     catch_all="Failed to retrieve payment status",
 )
 def get_payment_status(ctx: ToolContext, args: GetPaymentStatusInput) -> dict[str, Any]:
-    txn = ctx.db.first(PAYMENTS, order_id=args.order_id)
-    if txn is None:
-        raise ToolError(f"No payment transaction found for order: {args.order_id}")
+    txn = ctx.db.require_first(
+        PAYMENTS, f"No payment transaction found for order: {args.order_id}", order_id=args.order_id
+    )
     return {
         "transaction_id": txn["id"],
         "order_id": txn["order_id"],

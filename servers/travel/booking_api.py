@@ -44,7 +44,6 @@ def _inventory_day(row: dict[str, Any]) -> Any:
         raise ToolError(str(exc)) from exc
 
 
-# ---- get_booking -------------------------------------------------------------
 class GetBookingInput(LaxInput):
     booking_reference: str | None = Field(default=None, description="Booking reference, e.g. BKG-00012345.")
     customer_id: str | None = Field(
@@ -61,17 +60,18 @@ def get_booking(ctx: ToolContext, args: GetBookingInput) -> dict[str, Any]:
     if not args.booking_reference and not args.customer_id:
         raise ToolError("Either booking_reference or customer_id must be provided")
     if args.booking_reference:
-        row = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-        if row is None:
-            raise ToolError(f"Booking not found with booking_reference '{args.booking_reference}'")
+        row = ctx.db.require_first(
+            BOOKINGS,
+            f"Booking not found with booking_reference '{args.booking_reference}'",
+            booking_reference=args.booking_reference,
+        )
     else:
-        row = ctx.db.first(BOOKINGS, customer_id=args.customer_id)
-        if row is None:
-            raise ToolError(f"Booking not found with customer_id '{args.customer_id}'")
+        row = ctx.db.require_first(
+            BOOKINGS, f"Booking not found with customer_id '{args.customer_id}'", customer_id=args.customer_id
+        )
     return {"booking_data": record(ctx, BOOKINGS, row)}
 
 
-# ---- get_booking_history -----------------------------------------------------
 class BookingHistoryInput(LaxInput):
     customer_id: str = Field(description="Customer id whose bookings to list.")
 
@@ -86,7 +86,6 @@ def get_booking_history(ctx: ToolContext, args: BookingHistoryInput) -> dict[str
     return {"bookings": [record(ctx, BOOKINGS, r) for r in rows]}
 
 
-# ---- get_group_booking -------------------------------------------------------
 class GroupBookingInput(LaxInput):
     group_booking_id: str = Field(description="Group booking id, e.g. GRP-00012345.")
 
@@ -97,13 +96,14 @@ class GroupBookingInput(LaxInput):
     "Fetch a group booking: coordinator, dates, hotel and the member booking references.",
 )
 def get_group_booking(ctx: ToolContext, args: GroupBookingInput) -> dict[str, Any]:
-    row = ctx.db.first(GROUPS, group_booking_id=args.group_booking_id)
-    if row is None:
-        raise ToolError(f"Group booking not found with group_booking_id '{args.group_booking_id}'")
+    row = ctx.db.require_first(
+        GROUPS,
+        f"Group booking not found with group_booking_id '{args.group_booking_id}'",
+        group_booking_id=args.group_booking_id,
+    )
     return {"group_booking_data": record(ctx, GROUPS, row)}
 
 
-# ---- check_hotel_availability ------------------------------------------------
 class AvailabilityInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
     check_in_date: str = Field(description="Arrival date/time, ISO 8601.")
@@ -121,8 +121,7 @@ class AvailabilityInput(LaxInput):
     "and which meal plans have rooms for those nights.",
 )
 def check_hotel_availability(ctx: ToolContext, args: AvailabilityInput) -> dict[str, Any]:
-    if ctx.db.get(HOTELS, args.hotel_id) is None:
-        raise ToolError(f"Hotel not found with hotel_id '{args.hotel_id}'")
+    ctx.db.require(HOTELS, args.hotel_id, f"Hotel not found with hotel_id '{args.hotel_id}'")
     start, end = _stay_days(args.check_in_date, args.check_out_date)
     rows = ctx.db.find(INVENTORY, hotel_id=args.hotel_id, room_type=args.room_type)
     if not rows:
@@ -139,7 +138,6 @@ def check_hotel_availability(ctx: ToolContext, args: AvailabilityInput) -> dict[
     }
 
 
-# ---- search_hotels_by_location -----------------------------------------------
 class LocationSearchInput(LaxInput):
     location: str = Field(description="City or area; matched case-insensitively as a substring.")
     check_in_date: str = Field(description="Arrival date/time, ISO 8601.")
@@ -189,7 +187,6 @@ def search_hotels_by_location(ctx: ToolContext, args: LocationSearchInput) -> di
     return {"hotels": found}
 
 
-# ---- modify_booking ----------------------------------------------------------
 class ModifyBookingInput(ToolInput):
     booking_reference: str = Field(description="Reference of the booking to change.")
     check_in_date: str | None = Field(default=None, description="New arrival date/time, ISO 8601.")
@@ -227,9 +224,11 @@ _REPRICING = ("check_in_date", "check_out_date", "room_type", "board_type")
     "price difference.",
 )
 def modify_booking(ctx: ToolContext, args: ModifyBookingInput) -> dict[str, Any]:
-    booking = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-    if booking is None:
-        raise ToolError(f"Booking not found with booking_reference '{args.booking_reference}'")
+    booking = ctx.db.require_first(
+        BOOKINGS,
+        f"Booking not found with booking_reference '{args.booking_reference}'",
+        booking_reference=args.booking_reference,
+    )
     if booking["booking_status"] != "confirmed":
         raise ToolError(
             f"Booking cannot be modified. Current status is '{booking['booking_status']}', must be 'confirmed'"
@@ -275,7 +274,6 @@ def modify_booking(ctx: ToolContext, args: ModifyBookingInput) -> dict[str, Any]
     return {"updated_booking": record(ctx, BOOKINGS, booking), "price_difference": str(cents(difference))}
 
 
-# ---- modify_group_booking ----------------------------------------------------
 class GroupModificationDetails(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -298,9 +296,11 @@ class ModifyGroupBookingInput(ToolInput):
     "with re-pricing; returns the group, the bookings changed and the total price difference.",
 )
 def modify_group_booking(ctx: ToolContext, args: ModifyGroupBookingInput) -> dict[str, Any]:
-    group = ctx.db.first(GROUPS, group_booking_id=args.group_booking_id)
-    if group is None:
-        raise ToolError(f"Group booking not found with group_booking_id '{args.group_booking_id}'")
+    group = ctx.db.require_first(
+        GROUPS,
+        f"Group booking not found with group_booking_id '{args.group_booking_id}'",
+        group_booking_id=args.group_booking_id,
+    )
     details = args.modification_details
     new_dates = {
         name: value

@@ -17,9 +17,7 @@ def _check_account_id(account_id: str) -> None:
 
 
 def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    row = ctx.db.first(ACCOUNTS, corporate_account_id=account_id)
-    if row is None:
-        raise ToolError("Corporate account not found.")
+    row = ctx.db.require_first(ACCOUNTS, "Corporate account not found.", corporate_account_id=account_id)
     return row
 
 
@@ -27,7 +25,6 @@ class AccountInput(LaxInput):
     corporate_account_id: str = Field(description="Corporate account id, e.g. CRP-00012345.")
 
 
-# ---- generate_corporate_invoice ---------------------------------------------
 class CorporateInvoiceInput(LaxInput):
     booking_reference: str = Field(description="Reference of the booking to invoice, e.g. BKG-00012345.")
     corporate_account_id: str = Field(description="Corporate account the booking is billed to.")
@@ -43,9 +40,7 @@ def generate_corporate_invoice(ctx: ToolContext, args: CorporateInvoiceInput) ->
     if not args.booking_reference.startswith("BKG-"):
         raise ToolError("Invalid booking_reference parameter.")
     account = _account(ctx, args.corporate_account_id)
-    booking = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-    if booking is None:
-        raise ToolError("Booking not found.")
+    booking = ctx.db.require_first(BOOKINGS, "Booking not found.", booking_reference=args.booking_reference)
     if booking["corporate_account_id"] != account["corporate_account_id"]:
         raise ToolError("Booking is not associated with this corporate account.")
     ref, acct = args.booking_reference, args.corporate_account_id
@@ -56,7 +51,6 @@ def generate_corporate_invoice(ctx: ToolContext, args: CorporateInvoiceInput) ->
     }
 
 
-# ---- get_account_details -----------------------------------------------------
 @tool(
     "corporate_api_get_account_details",
     AccountInput,
@@ -67,7 +61,6 @@ def get_account_details(ctx: ToolContext, args: AccountInput) -> dict[str, Any]:
     return {"account_data": compact(ctx, ACCOUNTS, _account(ctx, args.corporate_account_id))}
 
 
-# ---- get_corporate_booking_history ------------------------------------------
 @tool(
     "corporate_api_get_corporate_booking_history",
     AccountInput,
@@ -80,7 +73,6 @@ def get_corporate_booking_history(ctx: ToolContext, args: AccountInput) -> dict[
     return {"corporate_bookings": [compact(ctx, BOOKINGS, r) for r in rows]}
 
 
-# ---- verify_account_status ---------------------------------------------------
 @tool(
     "corporate_api_verify_account_status",
     AccountInput,

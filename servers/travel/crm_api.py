@@ -15,9 +15,7 @@ from servers.travel.common import CRM_UPDATED_AT, PROFILES, compact
 def _profile_by_id(ctx: ToolContext, customer_id: str) -> dict[str, Any]:
     if not customer_id.strip():
         raise ToolError("Invalid customer_id parameter.")
-    row = ctx.db.first(PROFILES, customer_id=customer_id)
-    if row is None:
-        raise ToolError("Customer not found.")
+    row = ctx.db.require_first(PROFILES, "Customer not found.", customer_id=customer_id)
     return row
 
 
@@ -25,7 +23,6 @@ class CustomerIdInput(LaxInput):
     customer_id: str = Field(description="Customer id, e.g. CUS-00012345.")
 
 
-# ---- check_vip_status --------------------------------------------------------
 @tool(
     "crm_api_check_vip_status",
     CustomerIdInput,
@@ -39,7 +36,6 @@ def check_vip_status(ctx: ToolContext, args: CustomerIdInput) -> dict[str, Any]:
     return out
 
 
-# ---- get_customer_preferences ------------------------------------------------
 @tool(
     "crm_api_get_customer_preferences",
     CustomerIdInput,
@@ -50,7 +46,6 @@ def get_customer_preferences(ctx: ToolContext, args: CustomerIdInput) -> dict[st
     return {"preferences": list(row["preferences"]), "special_notes": list(row["special_notes"])}
 
 
-# ---- get_customer_profile ----------------------------------------------------
 class CustomerProfileInput(LaxInput):
     customer_id: str | None = Field(default=None, description="Customer id; takes precedence over email.")
     email: str | None = Field(default=None, description="Customer e-mail address (any letter case).")
@@ -74,7 +69,6 @@ def get_customer_profile(ctx: ToolContext, args: CustomerProfileInput) -> dict[s
     return {"customer_data": compact(ctx, PROFILES, row)}
 
 
-# ---- update_customer_info ----------------------------------------------------
 class UpdateCustomerInput(ToolInput):
     customer_id: str = Field(description="Customer id of the profile to update.")
     email: str | None = Field(default=None, description="New e-mail address.")
@@ -110,9 +104,7 @@ def update_customer_info(ctx: ToolContext, args: UpdateCustomerInput) -> dict[st
     changes = {name: getattr(args, name) for name in _UPDATABLE if getattr(args, name) is not None}
     if not changes:
         raise ToolError("Invalid update_fields parameter.")
-    row = ctx.db.first(PROFILES, customer_id=args.customer_id)
-    if row is None:
-        raise ToolError("Customer not found.")
+    row = ctx.db.require_first(PROFILES, "Customer not found.", customer_id=args.customer_id)
     ctx.db.replace(
         PROFILES, ctx.db.spec(PROFILES).key_of(row), {**row, **changes, "updated_at": CRM_UPDATED_AT}
     )

@@ -13,7 +13,6 @@ POLICY_TOOL = "knowledge_base_search_policy"
 DOMAIN = Domain(
     name="travel",
     server="external_booking_v1",
-    module="mcp_external_booking_v1",
     tables=TABLES,
     # Listing order of the reference: zendesk, booking, corporate, CRM, hotel
     # partner, payment, knowledge base, lookup.

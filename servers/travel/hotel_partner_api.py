@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.engine.helpers import LaxInput, drop_nulls
-from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput, tool
+from servers.engine.tools import Tool, ToolContext, ToolInput, tool
 from servers.travel.common import (
     BOOKINGS,
     ESCALATED_AT,
@@ -22,9 +22,7 @@ from servers.travel.common import (
 
 
 def _hotel(ctx: ToolContext, hotel_id: str) -> dict[str, Any]:
-    row = ctx.db.first(HOTELS, hotel_id=hotel_id)
-    if row is None:
-        raise ToolError(f"Hotel not found: {hotel_id}")
+    row = ctx.db.require_first(HOTELS, f"Hotel not found: {hotel_id}", hotel_id=hotel_id)
     return row
 
 
@@ -32,7 +30,6 @@ class HotelInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
 
 
-# ---- escalate_to_hotel -------------------------------------------------------
 class EscalateInput(ToolInput):
     hotel_id: str = Field(description="Hotel the issue is escalated to.")
     booking_reference: str = Field(description="Booking the issue is about.")
@@ -47,12 +44,10 @@ class EscalateInput(ToolInput):
     "returns it with the hotel's escalation contact.",
 )
 def escalate_to_hotel(ctx: ToolContext, args: EscalateInput) -> dict[str, Any]:
-    hotel = ctx.db.first(HOTELS, hotel_id=args.hotel_id)
-    if hotel is None:
-        raise ToolError(f"Hotel '{args.hotel_id}' not found.")
-    booking = ctx.db.first(BOOKINGS, booking_reference=args.booking_reference)
-    if booking is None:
-        raise ToolError(f"Booking '{args.booking_reference}' not found.")
+    hotel = ctx.db.require_first(HOTELS, f"Hotel '{args.hotel_id}' not found.", hotel_id=args.hotel_id)
+    booking = ctx.db.require_first(
+        BOOKINGS, f"Booking '{args.booking_reference}' not found.", booking_reference=args.booking_reference
+    )
     ticket_id = ctx.db.first_free_id(TICKETS, "ZDSK-%08d", 1)
     ctx.db.insert(
         TICKETS,
@@ -78,7 +73,6 @@ def escalate_to_hotel(ctx: ToolContext, args: EscalateInput) -> dict[str, Any]:
     }
 
 
-# ---- get_hotel_contact -------------------------------------------------------
 @tool(
     "hotel_partner_api_get_hotel_contact",
     HotelInput,
@@ -92,7 +86,6 @@ def get_hotel_contact(ctx: ToolContext, args: HotelInput) -> dict[str, Any]:
     return drop_nulls(out)
 
 
-# ---- get_hotel_info ----------------------------------------------------------
 @tool(
     "hotel_partner_api_get_hotel_info",
     HotelInput,
@@ -102,7 +95,6 @@ def get_hotel_info(ctx: ToolContext, args: HotelInput) -> dict[str, Any]:
     return {"hotel_data": compact(ctx, HOTELS, _hotel(ctx, args.hotel_id))}
 
 
-# ---- verify_availability -----------------------------------------------------
 class VerifyAvailabilityInput(LaxInput):
     hotel_id: str = Field(description="Hotel id, e.g. HTL-00012345.")
     check_in_date: str = Field(description="Arrival date, ISO 8601.")

@@ -15,7 +15,6 @@ from servers.travel.common import ACCOUNTS, BOOKINGS, GROUPS, HOTELS
 _BOOKING_REFERENCE = re.compile(r"BKG-\d{8}")
 
 
-# ---- lookup_corporate_account_id ---------------------------------------------
 class CorporateLookupInput(LaxInput):
     company_name: str | None = Field(default=None, description="All or part of the company name.")
     customer_email: str | None = Field(
@@ -55,7 +54,6 @@ def lookup_corporate_account_id(ctx: ToolContext, args: CorporateLookupInput) ->
     }
 
 
-# ---- lookup_group_booking_id -------------------------------------------------
 class GroupLookupInput(LaxInput):
     booking_reference: str | None = Field(default=None, description="A booking that belongs to the group.")
     coordinator_email: str | None = Field(default=None, description="The group coordinator's e-mail address.")
@@ -86,7 +84,6 @@ def lookup_group_booking_id(ctx: ToolContext, args: GroupLookupInput) -> dict[st
     }
 
 
-# ---- lookup_hotel_id ---------------------------------------------------------
 class HotelLookupInput(LaxInput):
     hotel_name: str | None = Field(default=None, description="All or part of the hotel name.")
     location: str | None = Field(default=None, description="All or part of the city.")
@@ -112,7 +109,6 @@ def lookup_hotel_id(ctx: ToolContext, args: HotelLookupInput) -> dict[str, Any]:
     return {"results": results}
 
 
-# ---- validate_booking_reference ----------------------------------------------
 class ValidateReferenceInput(LaxInput):
     booking_reference: str = Field(description="Reference to check, format BKG- followed by 8 digits.")
 

@@ -22,9 +22,7 @@ from servers.travel.common import (
 
 
 def _booking(ctx: ToolContext, ref: str) -> dict[str, Any]:
-    row = ctx.db.first(BOOKINGS, booking_reference=ref)
-    if row is None:
-        raise ToolError(f"Booking not found: {ref}")
+    row = ctx.db.require_first(BOOKINGS, f"Booking not found: {ref}", booking_reference=ref)
     return row
 
 
@@ -65,7 +63,6 @@ def _record_transaction(
     )
 
 
-# ---- check_payment_status ----------------------------------------------------
 class PaymentStatusInput(LaxInput):
     booking_reference: str = Field(description="Booking whose latest payment to look at.")
 
@@ -91,7 +88,6 @@ def check_payment_status(ctx: ToolContext, args: PaymentStatusInput) -> dict[str
     return drop_nulls(out)
 
 
-# ---- generate_invoice --------------------------------------------------------
 class InvoiceInput(LaxInput):
     booking_reference: str = Field(description="Booking to invoice.")
     invoice_type: str = Field(description="Kind of document wanted, e.g. receipt.")
@@ -111,7 +107,6 @@ def generate_invoice(ctx: ToolContext, args: InvoiceInput) -> dict[str, Any]:
     }
 
 
-# ---- get_transaction_history -------------------------------------------------
 class TransactionHistoryInput(LaxInput):
     customer_id: str | None = Field(default=None, description="Only transactions of this customer.")
     booking_reference: str | None = Field(default=None, description="Only transactions of this booking.")
@@ -134,7 +129,6 @@ def get_transaction_history(ctx: ToolContext, args: TransactionHistoryInput) -> 
     return {"transactions": [compact(ctx, TRANSACTIONS, r) for r in rows]}
 
 
-# ---- process_charge ----------------------------------------------------------
 class ChargeInput(LaxInput):
     booking_reference: str = Field(description="Booking to charge.")
     charge_amount: Decimal = Field(description='Amount to charge in USD, e.g. "120.00".')
@@ -165,7 +159,6 @@ def process_charge(ctx: ToolContext, args: ChargeInput) -> dict[str, Any]:
     return {"transaction_id": txn_id, "payment_status": "successful"}
 
 
-# ---- process_charge_dispute --------------------------------------------------
 class DisputeInput(ToolInput):
     transaction_id: str = Field(description="Transaction being disputed.")
     dispute_reason: str = Field(description="Why the charge is disputed.")
@@ -178,9 +171,9 @@ class DisputeInput(ToolInput):
     "Open a dispute case against a transaction; the case starts under review.",
 )
 def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, Any]:
-    original = ctx.db.first(TRANSACTIONS, transaction_id=args.transaction_id)
-    if original is None:
-        raise ToolError(f"Transaction not found: {args.transaction_id}")
+    original = ctx.db.require_first(
+        TRANSACTIONS, f"Transaction not found: {args.transaction_id}", transaction_id=args.transaction_id
+    )
     case_id = f"DSP-{len(ctx.db.find(TRANSACTIONS, transaction_type='dispute')) + 1:08d}"
     _record_transaction(
         ctx,
@@ -196,7 +189,6 @@ def process_charge_dispute(ctx: ToolContext, args: DisputeInput) -> dict[str, An
     return {"dispute_case_id": case_id, "dispute_status": "under_review"}
 
 
-# ---- process_refund ----------------------------------------------------------
 class RefundInput(LaxInput):
     booking_reference: str = Field(description="Booking to refund.")
     refund_amount: Decimal = Field(description='Amount to refund in USD, e.g. "250.00".')
@@ -227,7 +219,6 @@ def process_refund(ctx: ToolContext, args: RefundInput) -> dict[str, Any]:
     return {"transaction_id": txn_id, "refund_status": "successful", "processing_time_estimate": estimate}
 
 
-# ---- update_payment_method ---------------------------------------------------
 class PaymentMethodInput(LaxInput):
     customer_id: str = Field(description="Customer whose payment method changes.")
     new_payment_method: str = Field(description="Token of the new card or payment method.")
@@ -239,8 +230,7 @@ class PaymentMethodInput(LaxInput):
     "Replace a customer's payment method; returns the last four characters of the new one.",
 )
 def update_payment_method(ctx: ToolContext, args: PaymentMethodInput) -> dict[str, Any]:
-    if ctx.db.first(BOOKINGS, customer_id=args.customer_id) is None:
-        raise ToolError(f"Customer not found: {args.customer_id}")
+    ctx.db.require_first(BOOKINGS, f"Customer not found: {args.customer_id}", customer_id=args.customer_id)
     token = args.new_payment_method
     return {"success": True, "payment_method_last4": token[-4:] if len(token) >= 4 else "****"}
 

@@ -14,6 +14,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from servers.engine.schema import FieldSpec
 from servers.zendesk.variants import Variant
 
 
@@ -84,13 +85,12 @@ def _custom_enum(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
     return enum.Enum(name, {v.upper().replace("-", "_"): v for v in values}, type=str)  # type: ignore[return-value]
 
 
-def _custom_type(kind: Any) -> Any:
-    if kind == "str":
-        return str
-    if kind == "float":
-        return float
-    name, values = kind
-    return _custom_enum(name, values)
+def _custom_type(fs: FieldSpec) -> Any:
+    if fs.kind == "enum":
+        return _custom_enum(fs.enum_name or fs.name, fs.enum_values)
+    if fs.kind in ("str", "float"):
+        return {"str": str, "float": float}[fs.kind]
+    raise ValueError(f"custom ticket field {fs.name}: no input type for kind {fs.kind!r}")
 
 
 def _opt(tp: Any, desc: str, **kw: Any) -> tuple[Any, Any]:
@@ -121,8 +121,8 @@ def _ticket_fields(variant: Variant, update: bool) -> dict[str, Any]:
         "tags": _opt(tags_type, tags_desc),
         "due_at": _opt(str, "Due date/time (ISO 8601 text)."),
     }
-    for name, kind in variant.ticket_fields:
-        fields[name] = _opt(_custom_type(kind), f"Custom ticket field '{name}'.")
+    for fs in variant.ticket_fields:
+        fields[fs.name] = _opt(_custom_type(fs), f"Custom ticket field '{fs.name}'.")
     return fields
 
 

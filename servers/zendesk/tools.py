@@ -187,9 +187,7 @@ def _update_item(v: Variant, ctx: ToolContext, args: Any) -> dict[str, Any]:
     store = _store_table(args.table)
     if table == "ticket_comments":
         raise ToolError("The value is not updatable. Ticket comments cannot be modified.")
-    current = ctx.db.get(store, args.id)
-    if current is None:
-        raise ToolError(f"Item with ID '{args.id}' not found in table '{table}'")
+    current = ctx.db.require(store, args.id, f"Item with ID '{args.id}' not found in table '{table}'")
 
     changes: dict[str, Any] = {}
     for name, value in shape_values(args.item).items():

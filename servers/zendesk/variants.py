@@ -3,28 +3,10 @@ per variant (the tools themselves are shared, see `servers.zendesk.tools`)."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-# A custom ticket field of a variant: (name, kind) where kind is "str",
-# "float" or a tuple (enum class name, allowed values).
-EnumKind = tuple[str, tuple[str, ...]]
-FieldDef = tuple[str, "str | EnumKind"]
-
-
-def custom_ticket_fields(domain: str) -> tuple[FieldDef, ...]:
-    """The domain's custom ticket fields, read from its generated table metadata:
-    the `zendesk_tickets` fields after `due_at`, in order (one source for the
-    table, the seed validation and the create/update tool inputs)."""
-    tables = importlib.import_module(f"servers.{domain}.tables").TABLES
-    spec = next(t for t in tables if t.name == "zendesk_tickets")
-    names = [fs.name for fs in spec.fields]
-    custom = spec.fields[names.index("due_at") + 1 :]
-    return tuple(
-        (fs.name, (fs.enum_name or fs.name, fs.enum_values) if fs.kind == "enum" else fs.kind)
-        for fs in custom
-    )
-
+from servers.engine.schema import FieldSpec
+from servers.zendesk.tables import TICKET_FIELDS
 
 # Tags the travel desk never stores on a ticket (compared case-insensitively).
 TRAVEL_IGNORED_TAGS = frozenset({"vip-customer", "repeat-issue", "hotel-partner-escalation"})
@@ -33,8 +15,9 @@ TRAVEL_IGNORED_TAGS = frozenset({"vip-customer", "repeat-issue", "hotel-partner-
 @dataclass(frozen=True)
 class Variant:
     name: str
-    # Custom ticket fields appended after `due_at`, in model order.
-    ticket_fields: tuple[FieldDef, ...] = ()
+    # Custom ticket fields appended after `due_at`, in model order (the
+    # `zendesk_tickets` table, seed validation and the create/update inputs).
+    ticket_fields: tuple[FieldSpec, ...] = ()
     # Ticket `tags` / organization `domain_names` arrive as comma-separated text.
     csv_lists: bool = False
     # Update: an explicit null for a list field empties the list (else nulls are skipped).
@@ -52,26 +35,26 @@ GENERIC = Variant(name="generic", null_clears_lists=True, full_comparisons=False
 
 AUTO_INSURANCE = Variant(
     name="auto_insurance",
-    ticket_fields=custom_ticket_fields("auto_insurance"),
+    ticket_fields=TICKET_FIELDS["auto_insurance"],
     status_violations=True,
 )
 
 CONSULTING = Variant(
     name="consulting",
-    ticket_fields=custom_ticket_fields("consulting"),
+    ticket_fields=TICKET_FIELDS["consulting"],
     status_violations=True,
 )
 
 NEOBANK = Variant(
     name="neobank",
-    ticket_fields=custom_ticket_fields("neobank"),
+    ticket_fields=TICKET_FIELDS["neobank"],
     csv_lists=True,
     status_violations=True,
 )
 
 TRAVEL = Variant(
     name="travel",
-    ticket_fields=custom_ticket_fields("travel"),
+    ticket_fields=TICKET_FIELDS["travel"],
     travel_tags=True,
 )
 

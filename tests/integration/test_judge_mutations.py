@@ -22,7 +22,7 @@ import pytest
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.replay.sandboxed import ReplayOutcome, replay_task
-from bench.run.golden import GoldenStore, golden_calls
+from bench.run.golden import GoldenStore
 from judge.canonical import State
 from judge.records import GoldenState, ToolCallView, Verdict
 from judge.verdict import decide
@@ -97,7 +97,7 @@ async def build_world(bench: Benchmark, dataset: Path, cache: Path, run_id: str)
     golden = await store.get(task)
     assert store.replays == 1
 
-    calls: list[Call] = golden_calls(bench, task)
+    calls: list[Call] = bench.golden_calls(task)
     assert [c for c, _ in calls] == [c["tool"] for c in tr["calls"]]
     last_tool, last_params = calls[last_idx]
     ticket_id = str(last_params["id"])

@@ -4,17 +4,21 @@ garbage, a timeout, 503 then success, and 503 forever."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from judge.rubric import SYSTEM_PROMPT, JudgeModelConfig, JudgeUnavailable, RubricJudge
+from bench.llm.client import LLMClient
+from bench.llm.config import RoleConfig
+from bench.llm.judge import rubric_judge
+from judge.rubric import SYSTEM_PROMPT, JudgeUnavailable, RubricJudge
 
 # The question text picks the script.
 SCRIPT = {
@@ -99,19 +103,26 @@ def server() -> Iterator[FakeOpenAI]:
         srv.server_close()
 
 
-def config(server: FakeOpenAI, **kw: Any) -> JudgeModelConfig:
+def config(server: FakeOpenAI, **kw: Any) -> RoleConfig:
     base: dict[str, Any] = {
         "model": "judge-test",
         "base_url": server.url,
         "timeout": 0.3,
-        "max_attempts": 3,
+        "max_retries": 2,
         "backoff_initial": 0.01,
     }
-    return JudgeModelConfig(**{**base, **kw})
+    return RoleConfig(**{**base, **kw})
+
+
+@contextlib.asynccontextmanager
+async def open_judge(cfg: RoleConfig) -> AsyncIterator[RubricJudge]:
+    """The judge as bench wires it: the shared client of the three roles, injected."""
+    async with LLMClient(cfg, role="judge") as client:
+        yield rubric_judge(client)
 
 
 async def test_scripted_answers(server: FakeOpenAI) -> None:
-    async with RubricJudge(config(server)) as judge:
+    async with open_judge(config(server)) as judge:
         answers = await judge.judge(
             ["Q-yes", "Q-no", "Q-garbage", "Q-fenced"], "Your refund of $5 is on its way."
         )
@@ -129,13 +140,13 @@ async def test_scripted_answers(server: FakeOpenAI) -> None:
 
 
 async def test_retries_a_503_then_succeeds(server: FakeOpenAI) -> None:
-    async with RubricJudge(config(server)) as judge:
+    async with open_judge(config(server)) as judge:
         answer = await judge.ask("Q-flaky", "done")
     assert answer.answer == "yes" and answer.requests == 2 and server.hits["Q-flaky"] == 2
 
 
 async def test_timeouts_and_outages_raise_judge_unavailable(server: FakeOpenAI) -> None:
-    async with RubricJudge(config(server, max_attempts=2)) as judge:
+    async with open_judge(config(server, max_retries=1)) as judge:
         with pytest.raises(JudgeUnavailable, match="unavailable after 2 attempts: APITimeoutError"):
             await judge.ask("Q-timeout", "done")
         with pytest.raises(JudgeUnavailable, match="unavailable after 2 attempts"):
@@ -146,17 +157,15 @@ async def test_timeouts_and_outages_raise_judge_unavailable(server: FakeOpenAI) 
 
 
 async def test_empty_final_message_is_no_without_asking(server: FakeOpenAI) -> None:
-    async with RubricJudge(config(server)) as judge:
+    async with open_judge(config(server)) as judge:
         answer = await judge.ask("Q-yes", "   ")
     assert answer.answer == "no" and answer.requests == 0 and not server.hits
 
 
 async def test_unreachable_endpoint_is_unavailable() -> None:
-    judge = RubricJudge(
-        JudgeModelConfig(
-            model="m", base_url="http://127.0.0.1:9/v1", timeout=0.5, max_attempts=2, backoff_initial=0.01
-        )
+    cfg = RoleConfig(
+        model="m", base_url="http://127.0.0.1:9/v1", timeout=0.5, max_retries=1, backoff_initial=0.01
     )
-    async with judge:
+    async with open_judge(cfg) as judge:
         with pytest.raises(JudgeUnavailable, match="APIConnectionError"):
             await judge.ask("Q-yes", "done")

@@ -11,7 +11,7 @@ import pytest
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import ModelsConfigError
 from bench.rollout.agent_loop import run_attempt_agent
-from bench.rollout.agents import PlanAgent, chaos_plan, golden_calls, noop_agent, oracle_agent, perturb
+from bench.rollout.agents import PlanAgent, chaos_plan, noop_agent, oracle_agent, perturb
 from bench.rollout.agents.chaos import BROKEN_JSON, UNKNOWN_ARG, looks_like_read, write_classifier
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -98,7 +98,7 @@ def test_bad_chaos_settings_are_rejected() -> None:
 
 def test_oracle_plays_the_golden_calls(bench: Benchmark, task: Task) -> None:
     golden = [(c.tool, c.parameters) for c in bench.effective_init(task).golden_tool_interactions]
-    assert golden_calls(bench, task) == golden and len(golden) == 8
+    assert bench.golden_calls(task) == golden and len(golden) == 8
     agent = oracle_agent(bench, task)
     assert isinstance(agent, PlanAgent) and agent.calls == golden
     assert noop_agent().calls == []

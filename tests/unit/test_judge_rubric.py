@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from judge.rubric import JudgeModelConfig, JudgeReplyError, parse_judge_reply
+from bench.llm.config import ModelsConfigError, judge_role_from_env
+from judge.rubric import JudgeReplyError, parse_judge_reply
 
 
 @pytest.mark.parametrize(
@@ -45,18 +46,20 @@ def test_anything_else_is_a_judge_error(text: str | None) -> None:
         parse_judge_reply(text)
 
 
-def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_judge_role_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TBX_JUDGE_MODEL", raising=False)
-    with pytest.raises(ValueError, match="no judge model"):
-        JudgeModelConfig.from_env()
+    with pytest.raises(ModelsConfigError, match="no judge model"):
+        judge_role_from_env()
     monkeypatch.setenv("TBX_JUDGE_MODEL", "m1")
     monkeypatch.setenv("TBX_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("TBX_JUDGE_API_KEY", "secret-key")
-    cfg = JudgeModelConfig.from_env()
-    assert (cfg.model, cfg.base_url, cfg.api_key.get_secret_value()) == (
-        "m1",
-        "http://127.0.0.1:9/v1",
-        "secret-key",
-    )
+    cfg = judge_role_from_env()
+    assert (cfg.model, cfg.base_url, cfg.resolved_api_key()) == ("m1", "http://127.0.0.1:9/v1", "secret-key")
     assert "secret-key" not in repr(cfg) and "secret-key" not in cfg.model_dump_json()
-    assert JudgeModelConfig.from_env(model="m2", base_url=None).model == "m2"
+    assert "secret-key" not in str(cfg.public_dict())
+    assert judge_role_from_env(model="m2", base_url=None).model == "m2"
+    monkeypatch.delenv("TBX_JUDGE_API_KEY")
+    monkeypatch.delenv("TBX_JUDGE_BASE_URL")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+    cfg = judge_role_from_env()
+    assert (cfg.base_url, cfg.resolved_api_key()) == ("https://api.openai.com/v1", "openai-key")

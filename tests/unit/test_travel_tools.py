@@ -215,7 +215,6 @@ def test_get_group_booking(env: Callable[..., Env]) -> None:
     )
 
 
-# ---- booking_api_check_hotel_availability -------------------------------------
 def test_check_availability_min_count_first_price_and_board_types(env: Callable[..., Env]) -> None:
     e = env(LISBON_PATCH)
     tool = "booking_api_check_hotel_availability"
@@ -306,7 +305,6 @@ def test_check_availability_aborts_on_an_unparsable_inventory_date(env: Callable
     assert e.call(tool, hotel_id="HTL-T0000001", **STAY) == err(tool, "Invalid isoformat string: 'someday'")
 
 
-# ---- booking_api_search_hotels_by_location -------------------------------------
 def test_search_by_location_average_price_and_skips(env: Callable[..., Env]) -> None:
     e = env(LISBON_PATCH)
     tool = "booking_api_search_hotels_by_location"
@@ -361,7 +359,6 @@ def test_search_by_location_checks_dates_before_matching(env: Callable[..., Env]
     )
 
 
-# ---- booking_api_modify_booking ------------------------------------------------
 def test_modify_booking_unchanged_date_still_rewrites_the_value(env: Callable[..., Env]) -> None:
     e = env()
     before = e.seed_row("booking_api_bookings", "BKG-00000001")
@@ -464,7 +461,6 @@ def test_modify_booking_errors(env: Callable[..., Env]) -> None:
     assert e.row("booking_api_bookings", "BKG-00000002") == e.seed_row("booking_api_bookings", "BKG-00000002")
 
 
-# ---- booking_api_modify_group_booking -------------------------------------------
 GROUP_PATCH = {
     "booking_api_hotel_inventory": [
         inv(
@@ -598,7 +594,6 @@ def test_modify_group_booking_errors(env: Callable[..., Env]) -> None:
     )
 
 
-# ---- corporate_api -------------------------------------------------------------
 def test_get_account_details_omits_nulls(env: Callable[..., Env]) -> None:
     e = env()
     tool = "corporate_api_get_account_details"
@@ -704,7 +699,6 @@ def test_generate_corporate_invoice(env: Callable[..., Env]) -> None:
     )
 
 
-# ---- crm_api -------------------------------------------------------------------
 def test_get_customer_profile_by_email_case_insensitive(env: Callable[..., Env]) -> None:
     e = env()
     tool = "crm_api_get_customer_profile"
@@ -792,7 +786,6 @@ def test_update_customer_info_errors(env: Callable[..., Env]) -> None:
     )
 
 
-# ---- hotel_partner_api -----------------------------------------------------------
 def test_hotel_info_and_contact_by_public_id(env: Callable[..., Env]) -> None:
     e = env()
     info = e.seed_row("hotel_partner_api_hotels", "HTL-00000002")
@@ -975,7 +968,6 @@ def test_escalate_to_hotel_errors(env: Callable[..., Env]) -> None:
     assert e.count("zendesk_tickets") == 12
 
 
-# ---- payment_api ---------------------------------------------------------------
 def test_process_refund_counts_rows_and_rounds_half_up(env: Callable[..., Env]) -> None:
     e = env()
     tool = "payment_api_process_refund"

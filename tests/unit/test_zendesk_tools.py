@@ -10,7 +10,6 @@ benchmark export) with the variant's tools, independent of the domain servers.
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -21,19 +20,15 @@ from pg_support import domain_seed
 
 from bench.replay.local import fresh_schema, reset_rows
 from judge.canonical import dump_canonical
-from servers.engine.schema import TableSpec
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
 from servers.engine.tools import Tool, ToolContext, run_tool
-from servers.zendesk import VARIANTS, zendesk_tools
+from servers.registry import load_domain
+from servers.zendesk import VARIANTS, zendesk_tables, zendesk_tools
 
 # variant -> (domain package, reference module)
 DOMAINS = {
-    "generic": ("retail", "mcp_sandbox_external_retail"),
-    "auto_insurance": ("auto_insurance", "mcp_sandbox_auto_insurance"),
-    "consulting": ("consulting", "mcp_sandbox_consulting"),
-    "neobank": ("neobank", "mcp_sandbox_neobank_support_v1"),
-    "travel": ("travel", "mcp_external_booking_v1"),
+    v: (d, load_domain(d).module) for v, d in ((v, "retail" if v == "generic" else v) for v in VARIANTS)
 }
 CREATED = "2025-10-01T13:00:05Z"
 TICKET_UPDATED = "2025-10-01T13:00:10Z"
@@ -44,13 +39,6 @@ TICKET_UPDATED = "2025-10-01T13:00:10Z"
 def conn(make_database: Callable[[str], psycopg.Connection[Any]]) -> psycopg.Connection[Any]:
     """A fresh database for this module, dropped afterwards."""
     return make_database("zendesk")
-
-
-@functools.cache
-def zendesk_tables(variant: str) -> tuple[TableSpec, ...]:
-    package, _ = DOMAINS[variant]
-    tables: tuple[TableSpec, ...] = importlib.import_module(f"servers.{package}.tables").TABLES
-    return tuple(t for t in tables if t.name.startswith("zendesk_"))
 
 
 @functools.cache
@@ -152,7 +140,6 @@ def test_input_schemas_equal_the_reference(dataset: Any) -> None:
             assert t.description != ref_schemas[t.name]["description"]
 
 
-# ---- zendesk_get_tables ----------------------------------------------------------
 def test_get_tables_lists_18_types_without_comments(env: Any) -> None:
     e = env("generic")
     reply = e.raw("zendesk_get_tables", anything="ignored")  # no parameters; extras ignored
@@ -164,7 +151,6 @@ def test_get_tables_lists_18_types_without_comments(env: Any) -> None:
     assert reply.startswith('{"value": [{"Name": "activities", "DisplayName": "Activities"}, ')
 
 
-# ---- zendesk_get_item ------------------------------------------------------------
 def test_get_item_returns_the_whole_row(env: Any) -> None:
     e = env("auto_insurance")
     item = e.call("zendesk_get_item", table="tickets", id="2")["item"]
@@ -197,7 +183,6 @@ def test_get_item_errors(env: Any) -> None:
     )
 
 
-# ---- zendesk_get_items -----------------------------------------------------------
 def test_get_items_filter_order_page_select(env: Any) -> None:
     e = env("auto_insurance")
     assert e.items(**{"$filter": "requester_id eq '1'"}) == ["1", "4"]
@@ -253,7 +238,6 @@ def test_orderby_quirks(env: Any) -> None:
     assert e.items(**{"$orderby": "priority desc"}) == ["1", "2", "3", "5", "4"]
 
 
-# ---- zendesk_create_item ---------------------------------------------------------
 def test_create_ticket_generic(env: Any) -> None:
     e = env("generic")
     reply = e.raw("zendesk_create_item", table="tickets", item=ticket_item(tags=None, due_at=None, bogus=1))
@@ -407,7 +391,6 @@ def test_no_violations_table_in_generic_and_travel(env: Any, variant: str) -> No
     assert all(t.name != "zendesk_ticket_status_violations" for t in e.tables)
 
 
-# ---- zendesk_update_item ---------------------------------------------------------
 def test_update_ticket_skips_nulls_and_bumps_updated_at(env: Any) -> None:
     e = env("auto_insurance")
     before = e.row("zendesk_tickets", "1")
@@ -689,7 +672,6 @@ def test_variant_ticket_fields(env: Any) -> None:
     )
 
 
-# ---- zendesk_delete_item ---------------------------------------------------------
 def test_delete_item(env: Any) -> None:
     e = env("auto_insurance")
     assert e.raw("zendesk_delete_item", table="tickets", id="3") == '{"success": true}'
@@ -705,7 +687,6 @@ def test_delete_item(env: Any) -> None:
     assert e.error("zendesk_delete_item", table="tags", id="1").startswith("Unsupported table: 'tags'.")
 
 
-# ---- zendesk_search_articles -----------------------------------------------------
 def test_search_articles(env: Any) -> None:
     e = env("generic")
     everything = e.call("zendesk_search_articles", query="", max_results=2)["results"]  # extra params ignored

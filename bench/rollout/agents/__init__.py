@@ -6,7 +6,7 @@ from bench.rollout.agents.chaos import KINDS as CHAOS_KINDS
 from bench.rollout.agents.chaos import ChaosPlan, Perturbation, chaos_agent, chaos_plan, perturb
 from bench.rollout.agents.llm_agent import LLMAgent
 from bench.rollout.agents.noop import noop_agent
-from bench.rollout.agents.oracle import golden_calls, oracle_agent
+from bench.rollout.agents.oracle import oracle_agent
 from bench.rollout.agents.scripted_user import ScriptedUser
 
 BUILTIN_AGENTS = ("oracle", "noop", "chaos")
@@ -24,7 +24,6 @@ __all__ = [
     "ScriptedUser",
     "chaos_agent",
     "chaos_plan",
-    "golden_calls",
     "noop_agent",
     "oracle_agent",
     "perturb",

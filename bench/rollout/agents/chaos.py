@@ -29,7 +29,6 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.dataset.domains import server_module
 from bench.rollout.agents.base import PlanAgent, PlannedCall
-from bench.rollout.agents.oracle import golden_calls
 
 Kind = Literal["drop_write", "alter_value", "extra_call", "invalid_args", "stop_early"]
 KINDS: tuple[Kind, ...] = ("drop_write", "alter_value", "extra_call", "invalid_args", "stop_early")
@@ -178,7 +177,7 @@ def write_classifier(bench: Benchmark, task: Task) -> Callable[[str], bool]:
 def chaos_plan(
     bench: Benchmark, task: Task, seed: int, rate: float = DEFAULT_RATE, kinds: Sequence[Kind] = KINDS
 ) -> ChaosPlan:
-    golden = [(t, a) for t, a in golden_calls(bench, task) if isinstance(a, dict)]
+    golden = [(t, a) for t, a in bench.golden_calls(task) if isinstance(a, dict)]
     return perturb(
         golden, seed=f"{task.id}:{seed}", rate=rate, kinds=kinds, is_write=write_classifier(bench, task)
     )

@@ -1,0 +1,38 @@
+"""The judge role on the shared client: `judge.RubricJudge` takes the model as
+a callable (judge imports nothing of bench), and this is that callable.
+
+    async with LLMClient(models.role("judge"), role="judge") as client:
+        answers = await rubric_judge(client).judge(task.rubrics, final_message)
+
+Endpoint failures after the client's retries become `JudgeUnavailable` (a
+system error), worded as the judge always reported them.
+"""
+
+from __future__ import annotations
+
+from bench.llm.client import LLMClient, ModelEndpointError
+from judge.rubric import MAX_TOKENS, Complete, JudgeUnavailable, RubricJudge
+
+
+def judge_completion(client: LLMClient) -> Complete:
+    cfg = client.config
+
+    async def complete(messages: list[dict[str, str]]) -> tuple[str | None, int]:
+        try:
+            result = await client.chat(messages, max_tokens=cfg.max_tokens or MAX_TOKENS)
+        except ModelEndpointError as exc:
+            cause = exc.__cause__ or exc
+            if exc.retryable:
+                raise JudgeUnavailable(
+                    f"judge model {cfg.model!r} at {cfg.base_url} unavailable after {exc.attempts} attempts: "
+                    f"{cause.__class__.__name__}: {cause}"
+                ) from exc
+            raise JudgeUnavailable(f"judge model {cfg.model!r} refused the request: {cause}") from exc
+        return result.content, result.usage.attempts
+
+    return complete
+
+
+def rubric_judge(client: LLMClient) -> RubricJudge:
+    """A rubric judge asking the model behind `client` (which the caller closes)."""
+    return RubricJudge(judge_completion(client), model=client.config.model)
