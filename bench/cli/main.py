@@ -17,6 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
+from bench.cli import signals
 from sandbox.errors import SandboxError
 
 
@@ -260,13 +261,16 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
     except SandboxError as exc:
         print(f"tbx: {exc}", file=sys.stderr)
-        return 2
+        code = 2
     except KeyboardInterrupt:
         print("tbx: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+    # A command stopped by SIGTERM/SIGHUP/SIGINT exits 128 + that signal, even when
+    # its teardown finished normally (`tbx up` and `tbx proxy` return 0 after it).
+    return signals.exit_code(code)
 
 
 if __name__ == "__main__":

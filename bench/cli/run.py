@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
 
 from bench.cli.progress import RunProgress
-from bench.cli.signals import stop_signals_as_interrupt
+from bench.cli.signals import run_async, stop_signals_as_interrupt
 from bench.dataset import Task, default_root, load_benchmark
 from bench.run.runner import Runner, RunOptions, check_memory, default_concurrency
 
@@ -84,7 +83,7 @@ def run_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     with stop_signals_as_interrupt(), progress.attach(runner):
-        counts = asyncio.run(runner.run(tasks))
+        counts = run_async(runner.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['errors']} system errors; results in {opts.out}/results.jsonl",

@@ -223,10 +223,10 @@ def conformance_command(args: argparse.Namespace) -> int:
             mark = "ok" if not info else "MISMATCH"
             print(f"{mark:8} {task.id}", file=sys.stderr, flush=True)
 
-    from bench.cli.signals import stop_signals_as_interrupt
+    from bench.cli.signals import run_async, stop_signals_as_interrupt
 
     with stop_signals_as_interrupt():
-        reports = asyncio.run(
+        reports = run_async(
             run_conformance(
                 bench, traces_dir, args.domain, task_ids, args.concurrency, args.runtime, progress
             )
