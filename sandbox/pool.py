@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from sandbox.labels import new_id
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
@@ -103,6 +103,7 @@ class SandboxPool:
         self,
         seed: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
         policy_sources: list[dict[str, Any]] | None = None,
+        policy_search: Literal["hybrid", "keyword"] = "hybrid",
     ) -> AsyncSandbox:
         """A booted sandbox, prepared with this attempt's seed rows and documents.
         A replacement starts booting at once."""
@@ -118,7 +119,11 @@ class SandboxPool:
         self._spawn()
         sb = item
         sb.request = sb.request.model_copy(
-            update={"seed": seed or {}, "policy_sources": policy_sources or []}
+            update={
+                "seed": seed or {},
+                "policy_sources": policy_sources or [],
+                "policy_search": policy_search,
+            }
         )
         try:
             sb.handle = await asyncio.to_thread(sb.prepare)

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import docker.errors
 import httpx
@@ -70,6 +70,8 @@ class SandboxRequest(BaseModel):
     seed: dict[str, dict[str, list[dict[str, Any]]]] = Field(default_factory=dict)
     # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
     policy_sources: list[dict[str, Any]] = Field(default_factory=list)
+    # hybrid: documents indexed with their embeddings (vector + keyword search); keyword: no vectors
+    policy_search: Literal["hybrid", "keyword"] = "hybrid"
     typesense: bool = True
     run_id: str = Field(default_factory=lambda: lbl.new_id("run"))
     attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
@@ -436,7 +438,11 @@ class Sandbox:
         from servers import knowledge
 
         client = knowledge.make_client(url, self._ts_key)
-        knowledge.index_sources(client, collection, self.request.policy_sources)
+        sources = self.request.policy_sources
+        vectors = None
+        if self.request.policy_search == "hybrid":  # computed on the host once per text, then cached
+            vectors = knowledge.document_vectors(knowledge.snippet_texts(sources))
+        knowledge.index_sources(client, collection, sources, embeddings=vectors)
         return "policies_indexed", time.monotonic() - t
 
     # ---- teardown ----------------------------------------------------------
