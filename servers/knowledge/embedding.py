@@ -203,6 +203,9 @@ def document_vectors(
     for one computation instead of repeating it.
     """
     model = model_id()
+    # Even when every vector is cached: the attempt's server will load this model on the
+    # same CPU, and a machine that cannot run it is a setup error, not an agent's failure.
+    _check_cpu()
     folder = cache or cache_dir()
     embed = embed or _HOST_MODEL.passage
     out: list[Vector] = []
