@@ -204,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
         "move them to OUT/superseded/ and start over instead of refusing",
     )
     run.add_argument(
+        "--policy-search",
+        choices=["hybrid", "keyword"],
+        default="hybrid",
+        help="policy-search tool: vector + keyword hybrid (default, as the benchmark specifies) "
+        "or the keyword-only fallback; recorded in the manifest",
+    )
+    run.add_argument(
         "--plain",
         action="store_true",
         help="plain progress lines instead of the live view (automatic off a terminal)",

@@ -73,6 +73,7 @@ def run_command(args: argparse.Namespace) -> int:
         skip_rubrics=args.skip_rubrics,
         warm=warm,
         restart_on_change=args.restart_on_change,
+        policy_search=args.policy_search,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)

@@ -9,7 +9,7 @@ the request and fill the attempt's schemas and search index (a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from pydantic import BaseModel, Field
@@ -32,6 +32,8 @@ class TaskPreparation(BaseModel):
     rows: dict[str, Rows] = Field(default_factory=dict)
     # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
     sources: list[dict[str, Any]] = Field(default_factory=list)
+    # hybrid: documents indexed with their embeddings (vector + keyword search); keyword: no vectors
+    policy_search: Literal["hybrid", "keyword"] = "hybrid"
 
     def check(self, domains: Sequence[str]) -> None:
         """Reject seed rows the database would silently lose: tables the domain does not
@@ -71,7 +73,10 @@ class TaskPreparation(BaseModel):
         if not self.sources:
             return False
         client = knowledge.make_client(typesense.url, typesense.api_key)
-        knowledge.index_sources(client, typesense.collection, self.sources)
+        vectors = None
+        if self.policy_search == "hybrid":  # computed on the host once per text, then cached
+            vectors = knowledge.document_vectors(knowledge.snippet_texts(self.sources))
+        knowledge.index_sources(client, typesense.collection, self.sources, embeddings=vectors)
         return True
 
 
@@ -92,18 +97,32 @@ def initial_state(bench: Benchmark, task: Task) -> Rows:
     return initial_rows(domain.tables, bench.seed(domain.module), init.data_patch)
 
 
-def task_preparation(bench: Benchmark, task: Task, *, typesense: bool = True) -> TaskPreparation:
+def task_preparation(
+    bench: Benchmark,
+    task: Task,
+    *,
+    typesense: bool = True,
+    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+) -> TaskPreparation:
     init = bench.effective_init(task)
     return TaskPreparation(
         rows={task.domain: initial_state(bench, task)},
         sources=[s.model_dump() for s in init.sources] if typesense else [],
+        policy_search=policy_search,
     )
 
 
-def sandbox_request(bench: Benchmark, task: Task, *, typesense: bool = True, **kwargs: Any) -> SandboxRequest:
+def sandbox_request(
+    bench: Benchmark,
+    task: Task,
+    *,
+    typesense: bool = True,
+    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    **kwargs: Any,
+) -> SandboxRequest:
     return SandboxRequest(
         domains=[task.domain],
-        prepare=task_preparation(bench, task, typesense=typesense),
+        prepare=task_preparation(bench, task, typesense=typesense, policy_search=policy_search),
         typesense=typesense,
         **kwargs,
     )

