@@ -1,5 +1,4 @@
-"""`tbx proxy`: the session proxy on its own, plus what a task contributes to
-a proxy registration (its scenario's tool allow-list and description overrides).
+"""`tbx proxy`: the session proxy on its own.
 
     tbx proxy [--port N] [--admin-port N] [--call-timeout S] [--max-request-bytes N] [--json]
 
@@ -14,33 +13,9 @@ import argparse
 import json
 import sys
 import threading
-from dataclasses import dataclass, field
+from typing import Any
 
 from bench.cli.signals import stop_signals_as_interrupt
-from bench.dataset import Benchmark, Task
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
-
-
-@dataclass(frozen=True)
-class ToolPolicy:
-    """The proxy-side view of a scenario's tools: what an attempt may see and call."""
-
-    allowed_tools: list[str] | None = None  # None: every tool its servers list
-    overrides: dict[str, str] = field(default_factory=dict)  # tool -> description
-    arg_overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # tool -> {arg: description}
-
-
-def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
-    scenario = bench.scenario_of(task)
-    return ToolPolicy(
-        allowed_tools=list(scenario.tool_names),
-        overrides={
-            t.name: t.override_description for t in scenario.tools if t.override_description is not None
-        },
-        arg_overrides={
-            t.name: dict(t.override_arg_description) for t in scenario.tools if t.override_arg_description
-        },
-    )
 
 
 def wait_for_interrupt() -> None:
@@ -53,7 +28,19 @@ def wait_for_interrupt() -> None:
         pass
 
 
+def register(sub: Any) -> None:
+    proxy = sub.add_parser("proxy", help="run the session proxy on its own (admin API)")
+    proxy.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (default: any free port)")
+    proxy.add_argument("--admin-port", type=int, default=0, help="admin port on 127.0.0.1 (default: any)")
+    proxy.add_argument("--call-timeout", type=float, help="seconds per tool call (default 60)")
+    proxy.add_argument("--max-request-bytes", type=int, help="largest accepted request body (default 1 MiB)")
+    proxy.add_argument("--json", action="store_true", help="print the endpoints as one JSON line")
+    proxy.set_defaults(fn=proxy_command)
+
+
 def proxy_command(args: argparse.Namespace) -> int:
+    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
+
     proxy = ProxyServer(
         port=args.port,
         admin_port=args.admin_port,
