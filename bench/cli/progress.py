@@ -85,7 +85,7 @@ class RunProgress:
         line = f"{task.id} #{repeat}: {summary[:200]}"
         if self._live is None:
             print(f"{status_line(state)} | {line}", file=self.stream, flush=True)
-        elif not summary.startswith("passed"):
+        elif not summary.startswith("pass"):  # Verdict.summary() of a pass is "pass"
             style = "red" if summary.startswith("system error") else "yellow"
             self.console.print(Text(line, style=style))
 

@@ -45,6 +45,8 @@ from sandbox.provider import SandboxProvider
 from sandbox.proxy import ProxyCall, ProxyServer
 from sandbox.sandbox import SandboxRequest
 from sandbox.services import Limits
+from servers.engine.seeding import initial_rows
+from servers.registry import load_domain
 
 
 class ToolPolicy(BaseModel):
@@ -105,9 +107,12 @@ class AttemptSpec(BaseModel):
         return None if models is None else models.public_dict()
 
     def sandbox_request(self) -> SandboxRequest:
+        # Typed through the tables' models again: a spec read from JSON carries
+        # timestamps as ISO text, which the bulk load would not take.
+        seed = initial_rows(load_domain(self.domain).tables, self.seed, None)
         return SandboxRequest(
             domains=[self.domain],
-            seed={self.domain: self.seed},
+            seed={self.domain: seed},
             policy_sources=self.policy_sources if self.typesense else [],
             typesense=self.typesense,
             run_id=self.run_id,

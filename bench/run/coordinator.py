@@ -221,7 +221,13 @@ class Coordinator:
     # ---- schedule
     async def run(self, tasks: list[Task]) -> dict[str, int]:
         self.preflight(tasks)
-        await self._open_output()
+        try:
+            await self._open_output()
+            return await self._run(tasks)
+        finally:
+            self.output.unlock()
+
+    async def _run(self, tasks: list[Task]) -> dict[str, int]:
         todo = self.plan(tasks)
         self.total = len(todo)
         budget: dict[str, int] = {}

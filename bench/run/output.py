@@ -74,6 +74,11 @@ class RunOutput:
         fh.flush()
         self._lock = fh
 
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     def repair(self) -> list[str]:
         """Cut a last line that a kill left half-written (it would otherwise fuse with
         the next row). The cut text is kept beside the file; its attempt runs again."""
