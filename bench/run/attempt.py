@@ -39,12 +39,8 @@ from bench.rollout.trajectory import Trajectory
 from bench.run.errors import DatasetMismatch
 from bench.run.request import initial_state
 from bench.run.results import RoleUsage
-from judge.canonical import State
-from judge.records import ToolCallView
-from sandbox.provider import SandboxProvider
-from sandbox.proxy import ProxyCall, ProxyServer
-from sandbox.sandbox import SandboxRequest
-from sandbox.services import Limits
+from judge import State, ToolCallView
+from sandbox import Limits, ProxyCall, ProxyServer, SandboxProvider, SandboxRequest
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 

@@ -34,12 +34,8 @@ from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
 from bench.run.results import ResultRow
-from judge.records import AttemptRecord, RubricAnswer
-from judge.rubric import JudgeModelConfig, RubricJudge
-from sandbox.labels import new_id
-from sandbox.provider import DockerProvider, SandboxProvider
-from sandbox.proxy import ProxyServer
-from sandbox.services import Limits
+from judge import AttemptRecord, JudgeModelConfig, RubricAnswer, RubricJudge
+from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,7 @@ from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
 from bench.run.errors import GradingError
-from judge.canonical import State
-from judge.records import GoldenState, RubricAnswer, ToolCallView, Verdict
-from judge.verdict import decide
+from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide
 from servers.registry import load_domain
 
 RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]

@@ -26,8 +26,7 @@ from bench.dataset import Benchmark
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked
-from judge.canonical import State, canonical_bytes
-from judge.records import AttemptRecord, write_attempt
+from judge import AttemptRecord, State, canonical_bytes, write_attempt
 
 BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config")
 SET_ASIDE = (

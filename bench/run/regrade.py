@@ -27,8 +27,15 @@ from bench.dataset import Benchmark
 from bench.run.errors import GradingError
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
-from judge.records import AttemptRecord, Verdict, atomic_write, read_attempt, write_attempt
-from judge.rubric import JudgeUnavailable, RubricJudge
+from judge import (
+    AttemptRecord,
+    JudgeUnavailable,
+    RubricJudge,
+    Verdict,
+    atomic_write,
+    read_attempt,
+    write_attempt,
+)
 
 
 class RegradeError(RuntimeError):
