@@ -4,7 +4,8 @@ pool, the provider interface and the sweeper.
     from sandbox import DockerProvider, ProxyServer, SandboxRequest
 
 The public names are listed in `__all__`; import them from here rather than
-from the submodules."""
+from the submodules. (`docker_client()` stays in `sandbox.docker_client`: a
+name equal to its submodule's would be shadowed by the submodule.)"""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.docker_client import (
-        docker_client,
-    )
     from sandbox.errors import (
         ContainerStartError,
         DockerUnavailableError,
@@ -100,7 +98,6 @@ _EXPORTS: dict[str, str] = {
     "SeedError": "sandbox.errors",
     "SweepResult": "sandbox.sweeper",
     "build_image": "sandbox.images",
-    "docker_client": "sandbox.docker_client",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
     "list_all_tools": "sandbox.proxy",
@@ -139,7 +136,6 @@ __all__ = [
     "SeedError",
     "SweepResult",
     "build_image",
-    "docker_client",
     "image_tag",
     "leftovers",
     "list_all_tools",
