@@ -297,3 +297,20 @@ def test_the_coordinator_runs_grades_and_resumes_against_a_fake_provider(
     again = Coordinator(pack, opts, provider=provider, golden=store)
     assert asyncio.run(again.run([task]))["done"] == 0
     assert len(read_rows(out / "results.jsonl")) == 2
+
+
+def test_stop_lets_the_running_attempt_finish_and_starts_no_other(
+    pack: Benchmark, provider: FakeProvider, make_database: Any, tmp_path: Path
+) -> None:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    opts = RunOptions(out=tmp_path / "run", agent="oracle", repeat=3, concurrency=1)
+
+    def stop_after_first(state: Any, t: Task, repeat: int, summary: str) -> None:
+        state.stop()
+
+    coordinator = Coordinator(pack, opts, provider=provider, golden=store, progress=stop_after_first)
+    counts = asyncio.run(coordinator.run([task]))
+    assert counts["done"] == 1 and counts["passed"] == 1
+    assert len(read_rows(tmp_path / "run" / "results.jsonl")) == 1 and len(provider.sessions) == 1
