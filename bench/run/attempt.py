@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_serializer
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import ModelsConfig
@@ -181,6 +181,7 @@ class AttemptOutcome(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     system_error: AttemptFailure | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def finish_reason(self) -> str | None:
         return self.trajectory.finish_reason if self.trajectory is not None else None

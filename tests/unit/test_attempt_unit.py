@@ -217,7 +217,9 @@ def test_oracle_attempt_against_a_fake_provider_ends_in_the_golden_state(
     assert outcome.initial_state is not None and state_hash(outcome.initial_state) == golden.initial_hash
     assert [c.tool for c in outcome.calls] == [c.tool for c in golden.calls]
     assert [c.result for c in outcome.calls] == [c.result for c in golden.calls]
-    assert outcome.finish_reason == "done"
+    assert (
+        outcome.finish_reason == "done" and json.loads(outcome.model_dump_json())["finish_reason"] == "done"
+    )
     assert {"sandbox_start", "initial_dump", "agent", "final_dump", "teardown"} <= set(outcome.timings)
     # The request the provider saw is the spec's data; the sandbox is closed afterwards.
     assert (
@@ -251,6 +253,24 @@ def test_a_provider_failure_comes_back_as_a_system_error_not_an_exception(
     assert outcome.system_error.kind == "ContainerStartError"
     assert str(outcome.system_error).startswith("ContainerStartError: server-retail container exited")
     assert outcome.terminal_state is None and outcome.calls == [] and broken.alive == 0
+
+
+def test_a_spec_for_another_version_of_the_dataset_is_refused(
+    pack: Benchmark, pg_dsn: str, proxy: ProxyServer
+) -> None:
+    spec = attempt_spec(
+        pack,
+        pack.task(TASK),
+        0,
+        run_id="run-unit",
+        attempt_id="att-other",
+        agent="oracle",
+        data_hash="0" * 64,
+    )
+    provider = FakeProvider(pg_dsn)
+    outcome = asyncio.run(execute_attempt(spec, provider, proxy))
+    assert outcome.system_error is not None and outcome.system_error.kind == "DatasetMismatch"
+    assert provider.requests == []  # refused before any sandbox
 
 
 def test_the_coordinator_runs_grades_and_resumes_against_a_fake_provider(
