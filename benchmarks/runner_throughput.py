@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.dataset import default_root, load_benchmark
+from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
-from bench.run.runner import Runner, RunOptions
 from sandbox.sweeper import leftovers
 
 PHASES = ("sandbox_start", "initial_dump", "agent", "final_dump", "teardown", "judge")
@@ -71,7 +71,7 @@ def run_once(
         golden_cache=cache,
         skip_rubrics=True,
     )
-    runner = Runner(bench, opts)
+    runner = Coordinator(bench, opts)
     load_before = os.getloadavg()[0]
     cpu0, busy0, daemons0 = time.process_time(), _busy_cpu_seconds(), _daemon_cpu_seconds()
     asyncio.run(runner.run(tasks))
@@ -111,7 +111,7 @@ def run_once(
     }
 
 
-async def _goldens(runner: Runner, tasks: list[Any]) -> None:
+async def _goldens(runner: Coordinator, tasks: list[Any]) -> None:
     failures = await runner.compute_goldens(tasks, asyncio.Semaphore(2))
     if failures:
         task_id, exc = failures[0]
@@ -141,7 +141,7 @@ def main() -> int:
         cache = root / "golden"
         t0 = time.monotonic()
         # Goldens once, untimed: the repeat-1 warm-up run fills the shared cache.
-        warmup = Runner(bench, RunOptions(out=root / "warmup", golden_cache=cache, skip_rubrics=True))
+        warmup = Coordinator(bench, RunOptions(out=root / "warmup", golden_cache=cache, skip_rubrics=True))
         asyncio.run(_goldens(warmup, tasks))
         print(
             f"golden states of {len(tasks)} tasks: {time.monotonic() - t0:.0f} s (not counted)",

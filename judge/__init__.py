@@ -1,1 +1,139 @@
-"""Reading an attempt's terminal state and judging it against the golden end state."""
+"""Reading an attempt's terminal state and judging it against the golden end state.
+
+    from judge import decide, dump_canonical, state_hash
+
+The public names are listed in `__all__`; import them from here rather than
+from the submodules."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from judge.canonical import (
+        State,
+        canonical_bytes,
+        canonical_state,
+        dump_canonical,
+        stable_rows,
+        state_hash,
+    )
+    from judge.effects import (
+        StateShapeError,
+        compute_effects,
+        golden_differences,
+        table_differences,
+    )
+    from judge.records import (
+        AttemptRecord,
+        Difference,
+        Effects,
+        GoldenState,
+        RowEffect,
+        RubricAnswer,
+        TableEffects,
+        ToolCallView,
+        Verdict,
+        atomic_write,
+        read_attempt,
+        write_attempt,
+        write_state,
+    )
+    from judge.rubric import (
+        JudgeReplyError,
+        JudgeUnavailable,
+        RubricJudge,
+        parse_judge_reply,
+    )
+    from judge.signature import (
+        failure_signature,
+        unrecovered_errors,
+    )
+    from judge.verdict import (
+        InitialStateMismatch,
+        decide,
+    )
+
+# name -> the module that defines it; imported on first use, so `import judge`
+# (and its light submodules) stays cheap for the command line.
+_EXPORTS: dict[str, str] = {
+    "AttemptRecord": "judge.records",
+    "Difference": "judge.records",
+    "Effects": "judge.records",
+    "GoldenState": "judge.records",
+    "InitialStateMismatch": "judge.verdict",
+    "JudgeReplyError": "judge.rubric",
+    "JudgeUnavailable": "judge.rubric",
+    "RowEffect": "judge.records",
+    "RubricAnswer": "judge.records",
+    "RubricJudge": "judge.rubric",
+    "State": "judge.canonical",
+    "StateShapeError": "judge.effects",
+    "TableEffects": "judge.records",
+    "ToolCallView": "judge.records",
+    "Verdict": "judge.records",
+    "atomic_write": "judge.records",
+    "canonical_bytes": "judge.canonical",
+    "canonical_state": "judge.canonical",
+    "compute_effects": "judge.effects",
+    "decide": "judge.verdict",
+    "dump_canonical": "judge.canonical",
+    "failure_signature": "judge.signature",
+    "golden_differences": "judge.effects",
+    "parse_judge_reply": "judge.rubric",
+    "read_attempt": "judge.records",
+    "stable_rows": "judge.canonical",
+    "state_hash": "judge.canonical",
+    "table_differences": "judge.effects",
+    "unrecovered_errors": "judge.signature",
+    "write_attempt": "judge.records",
+    "write_state": "judge.records",
+}
+
+__all__ = [
+    "AttemptRecord",
+    "Difference",
+    "Effects",
+    "GoldenState",
+    "InitialStateMismatch",
+    "JudgeReplyError",
+    "JudgeUnavailable",
+    "RowEffect",
+    "RubricAnswer",
+    "RubricJudge",
+    "State",
+    "StateShapeError",
+    "TableEffects",
+    "ToolCallView",
+    "Verdict",
+    "atomic_write",
+    "canonical_bytes",
+    "canonical_state",
+    "compute_effects",
+    "decide",
+    "dump_canonical",
+    "failure_signature",
+    "golden_differences",
+    "parse_judge_reply",
+    "read_attempt",
+    "stable_rows",
+    "state_hash",
+    "table_differences",
+    "unrecovered_errors",
+    "write_attempt",
+    "write_state",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,1 +1,161 @@
-"""Per-attempt isolation: images, container sets, sweeper."""
+"""Per-attempt isolation: images, container sets, the session proxy, the warm
+pool, the provider interface and the sweeper.
+
+    from sandbox import DockerProvider, ProxyServer, SandboxRequest
+
+The public names are listed in `__all__`; import them from here rather than
+from the submodules. (`docker_client()` stays in `sandbox.docker_client`: a
+name equal to its submodule's would be shadowed by the submodule.)"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.errors import (
+        ContainerStartError,
+        DockerUnavailableError,
+        ImageMissingError,
+        NetworkPoolExhaustedError,
+        SandboxError,
+        SeedError,
+    )
+    from sandbox.images import (
+        build_image,
+        image_tag,
+        require_image,
+    )
+    from sandbox.labels import (
+        new_id,
+    )
+    from sandbox.pool import (
+        SandboxPool,
+    )
+    from sandbox.provider import (
+        DockerProvider,
+        DockerSession,
+        SandboxProvider,
+        SandboxSession,
+    )
+    from sandbox.proxy import (
+        DEFAULT_CALL_TIMEOUT,
+        DEFAULT_MAX_REQUEST_BYTES,
+        ProxyCall,
+        ProxyError,
+        ProxyServer,
+        Registration,
+        list_all_tools,
+        proxy_client,
+        upstream_client,
+    )
+    from sandbox.proxy_admin import (
+        AdminClient,
+    )
+    from sandbox.sandbox import (
+        AsyncSandbox,
+        AttemptHandle,
+        PgEndpoint,
+        Sandbox,
+        SandboxRequest,
+        resolve_images,
+    )
+    from sandbox.services import (
+        Limits,
+    )
+    from sandbox.sweeper import (
+        SweepResult,
+        leftovers,
+        sweep,
+    )
+
+# name -> the module that defines it; imported on first use, so `import sandbox`
+# (and its light submodules) stays cheap for the command line.
+_EXPORTS: dict[str, str] = {
+    "AdminClient": "sandbox.proxy_admin",
+    "AsyncSandbox": "sandbox.sandbox",
+    "AttemptHandle": "sandbox.sandbox",
+    "ContainerStartError": "sandbox.errors",
+    "DEFAULT_CALL_TIMEOUT": "sandbox.proxy",
+    "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy",
+    "DockerProvider": "sandbox.provider",
+    "DockerSession": "sandbox.provider",
+    "DockerUnavailableError": "sandbox.errors",
+    "ImageMissingError": "sandbox.errors",
+    "Limits": "sandbox.services",
+    "NetworkPoolExhaustedError": "sandbox.errors",
+    "PgEndpoint": "sandbox.sandbox",
+    "ProxyCall": "sandbox.proxy",
+    "ProxyError": "sandbox.proxy",
+    "ProxyServer": "sandbox.proxy",
+    "Registration": "sandbox.proxy",
+    "Sandbox": "sandbox.sandbox",
+    "SandboxError": "sandbox.errors",
+    "SandboxPool": "sandbox.pool",
+    "SandboxProvider": "sandbox.provider",
+    "SandboxRequest": "sandbox.sandbox",
+    "SandboxSession": "sandbox.provider",
+    "SeedError": "sandbox.errors",
+    "SweepResult": "sandbox.sweeper",
+    "build_image": "sandbox.images",
+    "image_tag": "sandbox.images",
+    "leftovers": "sandbox.sweeper",
+    "list_all_tools": "sandbox.proxy",
+    "new_id": "sandbox.labels",
+    "proxy_client": "sandbox.proxy",
+    "require_image": "sandbox.images",
+    "resolve_images": "sandbox.sandbox",
+    "sweep": "sandbox.sweeper",
+    "upstream_client": "sandbox.proxy",
+}
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "AdminClient",
+    "AsyncSandbox",
+    "AttemptHandle",
+    "ContainerStartError",
+    "DockerProvider",
+    "DockerSession",
+    "DockerUnavailableError",
+    "ImageMissingError",
+    "Limits",
+    "NetworkPoolExhaustedError",
+    "PgEndpoint",
+    "ProxyCall",
+    "ProxyError",
+    "ProxyServer",
+    "Registration",
+    "Sandbox",
+    "SandboxError",
+    "SandboxPool",
+    "SandboxProvider",
+    "SandboxRequest",
+    "SandboxSession",
+    "SeedError",
+    "SweepResult",
+    "build_image",
+    "image_tag",
+    "leftovers",
+    "list_all_tools",
+    "new_id",
+    "proxy_client",
+    "require_image",
+    "resolve_images",
+    "sweep",
+    "upstream_client",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,7 @@
 """Build and find tbx's images. Tags carry a content hash of their inputs, so a
 build is reused until an input changes, and a sandbox never runs a stale image.
 
-    tbx images build [--force] [NAME ...]
+    tbx images build [--force] [NAME ...]     (bench.cli.images)
 """
 
 from __future__ import annotations
@@ -188,17 +188,3 @@ def prune_stale(name: str) -> list[str]:
                 except docker.errors.APIError:
                     continue
     return removed
-
-
-def build_command(names: list[str], force: bool = False) -> int:
-    for name in names or list(IMAGES):
-        if name not in IMAGES:
-            print(f"unknown image {name!r}; known: {', '.join(IMAGES)}", file=sys.stderr)
-            return 2
-        r = build_image(name, force=force)
-        print(f"{'reused' if r.reused else 'built '} {r.tag:<36} {r.digest}  ({r.seconds:.1f}s)", flush=True)
-        # Several checkouts sharing one daemon (worktrees, parallel CI jobs) would
-        # prune each other's tags: TBX_KEEP_IMAGES=1 keeps every older tag.
-        if not os.environ.get("TBX_KEEP_IMAGES"):
-            prune_stale(name)
-    return 0

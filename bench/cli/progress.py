@@ -1,6 +1,6 @@
 """Live progress of `tbx run`: a rich panel on a terminal, plain lines elsewhere.
 
-The panel redraws from the runner's counters a few times a second (so
+The panel redraws from the coordinator's counters a few times a second (so
 "sandboxes alive" moves while attempts are still running); finished attempts
 that failed or errored are printed above it, passes only counted. Without a
 terminal (CI logs, `2> file`) every finished attempt is one plain line.
@@ -20,9 +20,11 @@ from rich.text import Text
 
 
 class RunState(Protocol):
-    """What the runner exposes for progress reporting."""
+    """What the run coordinator exposes for progress reporting."""
 
-    counts: dict[str, int]
+    @property
+    def counts(self) -> dict[str, int]: ...
+
     total: int
     started: float
     phase: str
@@ -54,7 +56,7 @@ def status_line(state: RunState, now: float | None = None) -> str:
 
 
 class RunProgress:
-    """Callable the runner invokes after each attempt; `with` it around the run."""
+    """Callable the coordinator invokes after each attempt; `with` it around the run."""
 
     def __init__(self, stream: IO[str] | None = None, live: bool | None = None):
         self.stream = stream or sys.stderr
@@ -83,7 +85,7 @@ class RunProgress:
         line = f"{task.id} #{repeat}: {summary[:200]}"
         if self._live is None:
             print(f"{status_line(state)} | {line}", file=self.stream, flush=True)
-        elif not summary.startswith("passed"):
+        elif not summary.startswith("pass"):  # Verdict.summary() of a pass is "pass"
             style = "red" if summary.startswith("system error") else "yellow"
             self.console.print(Text(line, style=style))
 

@@ -1,5 +1,4 @@
-"""`tbx proxy`: the session proxy on its own, plus what a task contributes to
-a proxy registration (its scenario's tool allow-list and description overrides).
+"""`tbx proxy`: the session proxy on its own.
 
     tbx proxy [--port N] [--admin-port N] [--call-timeout S] [--max-request-bytes N] [--json]
 
@@ -15,24 +14,9 @@ import json
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from bench.cli.signals import stop_signals_as_interrupt
-from bench.dataset import Benchmark, Task
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer, ToolPolicy
-
-
-def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
-    """The proxy-side view of a scenario's tools: what an attempt may see and call."""
-    scenario = bench.scenario_of(task)
-    return ToolPolicy(
-        allowed_tools=list(scenario.tool_names),
-        overrides={
-            t.name: t.override_description for t in scenario.tools if t.override_description is not None
-        },
-        arg_overrides={
-            t.name: dict(t.override_arg_description) for t in scenario.tools if t.override_arg_description
-        },
-    )
 
 
 def wait_for_interrupt(failed: Callable[[], str | None] | None = None, every: float = 0.5) -> str | None:
@@ -48,7 +32,19 @@ def wait_for_interrupt(failed: Callable[[], str | None] | None = None, every: fl
     return None
 
 
+def register(sub: Any) -> None:
+    proxy = sub.add_parser("proxy", help="run the session proxy on its own (admin API)")
+    proxy.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (default: any free port)")
+    proxy.add_argument("--admin-port", type=int, default=0, help="admin port on 127.0.0.1 (default: any)")
+    proxy.add_argument("--call-timeout", type=float, help="seconds per tool call (default 60)")
+    proxy.add_argument("--max-request-bytes", type=int, help="largest accepted request body (default 1 MiB)")
+    proxy.add_argument("--json", action="store_true", help="print the endpoints as one JSON line")
+    proxy.set_defaults(fn=proxy_command)
+
+
 def proxy_command(args: argparse.Namespace) -> int:
+    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
+
     proxy = ProxyServer(
         port=args.port,
         admin_port=args.admin_port,

@@ -1,16 +1,71 @@
-"""`tbx run`: command-line front of bench.run.runner."""
+"""`tbx run`: command-line front of the run coordinator (bench.run.coordinator)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.cli.progress import RunProgress
-from bench.cli.signals import run_async, stop_signals_as_interrupt
-from bench.dataset import Task, default_root, load_benchmark
-from bench.run.runner import Runner, RunOptions, check_memory, default_concurrency
+from bench.run.errors import RunError
+
+if TYPE_CHECKING:
+    from bench.dataset import Task
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="evaluate an agent: every (task, repeat) in its own fresh sandbox")
+    run.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
+    run.add_argument("--release", help="release test list name (default: the benchmark's)")
+    run.add_argument("--tasks", help="comma-separated task ids (or uids)")
+    run.add_argument("--domain", action="append", help="only these domains")
+    run.add_argument(
+        "--agent", default="oracle", help="oracle | noop | chaos[:rate] | llm[:prompt] (needs --config)"
+    )
+    run.add_argument("--config", help="models config YAML (agent, user, judge roles; prices)")
+    run.add_argument("--repeat", type=int, default=20, help="attempts per task (k)")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        help="attempts at once (default: built-in agents one per core; model agents from memory, up to 8)",
+    )
+    run.add_argument("--out", required=True, help="output directory (re-running resumes it)")
+    run.add_argument(
+        "--retry-errors", action="store_true", help="re-run only attempts that ended in a system error"
+    )
+    run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
+    run.add_argument("--runtime", help="container runtime, e.g. runsc")
+    run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
+    run.add_argument("--name", help="run name shown in reports")
+    run.add_argument(
+        "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
+    )
+    run.add_argument(
+        "--warm",
+        type=int,
+        default=None,
+        help="sandboxes booted ahead per domain (a warm pool; 0 = cold start per attempt; default: concurrency)",
+    )
+    run.add_argument(
+        "--restart-on-change",
+        action="store_true",
+        help="if --out holds results of another bundle (code, dataset, images, agent, config), "
+        "move them to OUT/superseded/ and start over instead of refusing",
+    )
+    run.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain progress lines instead of the live view (automatic off a terminal)",
+    )
+    run.add_argument(
+        "--policy-search",
+        choices=["hybrid", "keyword"],
+        default="hybrid",
+        help="policy-search tool: vector + keyword hybrid (default, as the benchmark specifies) "
+        "or the keyword-only fallback; recorded in the manifest",
+    )
+    run.set_defaults(fn=run_command)
 
 
 def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> list[Task]:
@@ -20,11 +75,11 @@ def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> li
         selected = [t for t in selected if t.id in wanted or t.uid in wanted]
         unknown = wanted - {t.id for t in selected} - {t.uid for t in selected}
         if unknown:
-            raise SystemExit(f"tbx run: unknown task(s): {', '.join(sorted(unknown))}")
+            raise RunError(f"tbx run: unknown task(s): {', '.join(sorted(unknown))}")
     if domains:
         selected = [t for t in selected if t.domain in set(domains)]
     if not selected:
-        raise SystemExit("tbx run: no task selected")
+        raise RunError("tbx run: no task selected")
     return selected
 
 
@@ -35,13 +90,21 @@ def check_endpoint(base_url: str, role: str) -> None:
     try:
         httpx.get(base_url.rstrip("/") + "/models", timeout=5.0)
     except httpx.HTTPError as exc:
-        raise SystemExit(
+        raise RunError(
             f"tbx run: the {role} model endpoint {base_url} is unreachable ({exc}); check --config"
         ) from exc
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def run_command(args: argparse.Namespace) -> int:
+    from bench.cli.progress import RunProgress
+    from bench.cli.signals import run_async, stop_signals_as_interrupt
+    from bench.dataset import default_root, load_benchmark
     from bench.llm.config import load_models_config
+    from bench.run.coordinator import Coordinator, RunOptions, check_memory, default_concurrency
 
     dataset = Path(args.dataset) if args.dataset else default_root()
     bench = load_benchmark(dataset, release=args.release, strict=False)
@@ -51,7 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
     config = load_models_config(args.config) if args.config else None
     builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
     if not builtin and config is None:
-        raise SystemExit(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")
+        raise RunError(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")
     if config is not None and not builtin:
         for role in ("agent", "user", "judge"):
             cfg = getattr(config, role)
@@ -77,14 +140,14 @@ def run_command(args: argparse.Namespace) -> int:
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)
-    runner = Runner(bench, opts, config, progress=progress)
+    coordinator = Coordinator(bench, opts, config, progress=progress, notice=_stderr)
     print(
         f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, "
         f"concurrency {concurrency}, warm {warm} -> {opts.out}",
         file=sys.stderr,
     )
-    with stop_signals_as_interrupt(), progress.attach(runner):
-        counts = run_async(runner.run(tasks))
+    with stop_signals_as_interrupt(), progress.attach(coordinator):
+        counts = run_async(coordinator.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['errors']} system errors; results in {opts.out}/results.jsonl",

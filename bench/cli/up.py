@@ -14,22 +14,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.cli.proxy import wait_for_interrupt
 from bench.cli.signals import stop_signals_as_interrupt
-from bench.run.request import seeded_request
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, Registration, ToolPolicy
-from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
-from sandbox.services import Limits
-from sandbox.sweeper import sweep
-from servers.engine.seeding import DataPatchError, initial_rows
-from servers.registry import domain_names, load_domain
+
+if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
+    from sandbox.proxy import Registration, ToolPolicy
+    from sandbox.sandbox import AttemptHandle, SandboxRequest
 
 STALE_AFTER = 6 * 3600.0
 
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:
+    from bench.run.request import seeded_request
+    from servers.engine.seeding import DataPatchError, initial_rows
+    from servers.registry import domain_names, load_domain
+
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -53,8 +54,8 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
 
 
 def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
-    from bench.cli.proxy import task_tool_policy
     from bench.dataset import default_root, load_benchmark
+    from bench.run.attempt import task_tool_policy
     from bench.run.request import sandbox_request
 
     bench = load_benchmark(Path(dataset) if dataset else default_root(), strict=False)
@@ -104,7 +105,30 @@ def endpoints_json(handle: AttemptHandle, reg: Registration) -> str:
     )
 
 
+def register(sub: Any) -> None:
+    up = sub.add_parser("up", help="start one sandbox and keep it until Ctrl-C")
+    up.add_argument(
+        "task", nargs="?", help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001"
+    )
+    up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
+    up.add_argument("--pg-seed", help="JSON file {table: [rows]} to seed instead of a task")
+    up.add_argument(
+        "--domain", help="the domain whose tables --pg-seed fills (default: guessed from table names)"
+    )
+    up.add_argument("--no-typesense", action="store_true", help="skip the policy-search container")
+    up.add_argument("--runtime", help="container runtime, e.g. runsc (gVisor)")
+    up.add_argument("--json", action="store_true", help="print the endpoints as one JSON line once ready")
+    up.add_argument("--proxy-port", type=int, default=0, help="proxy port on 127.0.0.1 (default: any)")
+    up.add_argument("--call-timeout", type=float, help="proxy per-call timeout in seconds")
+    up.set_defaults(fn=up_command)
+
+
 def up_command(args: argparse.Namespace) -> int:
+    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, ToolPolicy
+    from sandbox.sandbox import Sandbox
+    from sandbox.services import Limits
+    from sandbox.sweeper import sweep
+
     sweep(older_than=STALE_AFTER, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
     policy = ToolPolicy()  # --pg-seed: every tool the server lists

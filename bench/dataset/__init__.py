@@ -9,11 +9,10 @@ task files parsed statically with ``ast``) - into immutable pydantic models.
         init = bench.effective_init(task)     # scenario world_state + task init
         init.data_patch, init.golden_tool_interactions, init.rubrics_yesno, init.sources
 
-``validate_benchmark(path)`` lists every problem; ``validate_command`` is the
-``tbx tasks validate`` entry point.
+``validate_benchmark(path)`` lists every problem (``tbx tasks validate``:
+``bench.cli.tasks``).
 """
 
-from .command import validate_command
 from .domains import domain_of, server_module
 from .errors import DatasetError, Problem, format_problems
 from .loader import DATASET_ENV, DEFAULT_RELEASE, Benchmark, default_root, load_benchmark, validate_benchmark
@@ -63,5 +62,4 @@ __all__ = [
     "recursive_merge",
     "server_module",
     "validate_benchmark",
-    "validate_command",
 ]

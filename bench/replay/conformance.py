@@ -4,18 +4,16 @@ final canonical state with the reference's trace."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gzip
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bench.dataset import Benchmark, Task, default_root, load_benchmark
+from bench.dataset import Benchmark, Task
 from bench.replay.sandboxed import ReplayOutcome, replay_task
 from judge.canonical import State, state_hash
 from sandbox.labels import new_id
@@ -24,8 +22,6 @@ from sandbox.sandbox import resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 from servers.registry import domain_names, server_to_domain
-
-STALE_AFTER = 6 * 3600.0
 
 
 class Trace(BaseModel):
@@ -193,51 +189,3 @@ async def run_conformance(
     if progress:
         progress(None, reports_total)
     return reports
-
-
-def conformance_command(args: argparse.Namespace) -> int:
-    dataset = Path(args.dataset) if args.dataset else default_root()
-    traces_dir = Path(args.traces) if args.traces else dataset / "traces"
-    if not traces_dir.is_dir():
-        print(f"tbx conformance: no traces at {traces_dir}", file=sys.stderr)
-        return 2
-    sweep(older_than=STALE_AFTER, orphans=True)
-    bench = load_benchmark(dataset, strict=False)
-    for p in bench.errors:
-        print(f"warning: {p}", file=sys.stderr)
-    unknown = [d for d in args.domain or [] if d not in domain_names()]
-    if unknown:
-        print(
-            f"tbx conformance: unknown domain(s) {unknown}; known: {', '.join(domain_names())}",
-            file=sys.stderr,
-        )
-        return 2
-    task_ids = set(filter(None, (args.tasks or "").split(","))) or None
-
-    def progress(task: Task | None, info: Any) -> None:
-        if task is None:
-            if not args.json:
-                print(f"total {info:.1f}s", file=sys.stderr)
-            return
-        if not args.json:
-            mark = "ok" if not info else "MISMATCH"
-            print(f"{mark:8} {task.id}", file=sys.stderr, flush=True)
-
-    from bench.cli.signals import run_async, stop_signals_as_interrupt
-
-    with stop_signals_as_interrupt():
-        reports = run_async(
-            run_conformance(
-                bench, traces_dir, args.domain, task_ids, args.concurrency, args.runtime, progress
-            )
-        )
-    if args.json:
-        print(json.dumps({"domains": {d: r.model_dump() for d, r in reports.items() if r.total}}, indent=2))
-    else:
-        for d, r in reports.items():
-            if not r.total:
-                continue
-            print(f"{d}: matched {r.matched}/{r.total}  ({r.seconds:.1f}s of sandbox time)")
-            for m in r.mismatches:
-                print(f"  {m.task_id} [{m.kind}] {m.detail}")
-    return 0 if all(r.matched == r.total for r in reports.values()) else 1

@@ -35,9 +35,13 @@ class ReplayOutcome(BaseModel):
 
 def dump_state(handle: AttemptHandle, domain_name: str) -> State:
     """The canonical state of one domain in a running sandbox (host side, superuser)."""
-    domain = load_domain(domain_name)
-    with psycopg.connect(handle.pg.admin_dsn(domain_name), autocommit=True) as conn:
-        return dump_canonical(conn, domain.tables)
+    return dump_dsn(handle.pg.admin_dsn(domain_name), domain_name)
+
+
+def dump_dsn(dsn: str, domain_name: str) -> State:
+    """The canonical state of one domain's tables behind a connection string."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dump_canonical(conn, load_domain(domain_name).tables)
 
 
 async def replay_task(

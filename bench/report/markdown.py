@@ -11,16 +11,14 @@ report.json into a directory.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bench.llm.config import ModelsConfigError, Price, load_models_config
+from bench.llm.config import Price
 from bench.report.metrics import GroupMetrics, RunMetrics, mark_pareto, metrics_for_run
 from bench.run.results import ResultsError, load_run
 
@@ -102,7 +100,7 @@ def k_of_k_text(m: GroupMetrics) -> str:
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
     """A markdown table; `align` is one letter per column (l/r), default: first left, rest right."""
     align = align or "l" + "r" * (len(header) - 1)
     sep = ["---:" if a == "r" else "---" for a in align]
@@ -249,7 +247,7 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     header, rows = summary_rows(report)
-    lines += _table(header, rows, "lll" + "r" * 11 + "l")
+    lines += markdown_table(header, rows, "lll" + "r" * 11 + "l")
     lines += ["", "## Pareto frontier: cost per success vs pass@1", "", frontier_text(report), ""]
     for r in report.runs:
         lines += [f"## Run: {r.run}", ""]
@@ -259,17 +257,19 @@ def render_markdown(report: Report) -> str:
         lines += ["; ".join(meta), ""]
         lines += ["### Per domain", ""]
         h, rs = domain_rows(r)
-        lines += [*_table(h, rs), ""]
+        lines += [*markdown_table(h, rs), ""]
         lines += ["### pass@k and pass^k", ""]
         h, rs = passk_rows(r)
-        lines += [*_table(h, rs), ""]
+        lines += [*markdown_table(h, rs), ""]
         lines += ["### Failure signatures", ""]
         h, rs = signature_rows(r)
-        lines += [*(_table(h, rs) if rs else ["No failed attempts."]), ""]
+        lines += [*(markdown_table(h, rs) if rs else ["No failed attempts."]), ""]
         if r.finish_reasons:
             lines += ["### Finish reasons", ""]
             lines += [
-                *_table(["finish reason", "attempts"], [[k, str(v)] for k, v in r.finish_reasons.items()]),
+                *markdown_table(
+                    ["finish reason", "attempts"], [[k, str(v)] for k, v in r.finish_reasons.items()]
+                ),
                 "",
             ]
         lines += ["### Cost", ""]
@@ -280,7 +280,7 @@ def render_markdown(report: Report) -> str:
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],
             *[[f"{role} total (all rows)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
         ]
-        lines += [*_table(["cost", "USD"], cost_rows), ""]
+        lines += [*markdown_table(["cost", "USD"], cost_rows), ""]
         if r.tokens_mean or r.timings_mean_s:
             lines += ["### Tokens and timings (mean per valid attempt)", ""]
             trows = [
@@ -288,10 +288,12 @@ def render_markdown(report: Report) -> str:
                 for role, t in r.tokens_mean.items()
             ]
             if trows:
-                lines += [*_table(["role", "input", "cached", "output"], trows), ""]
+                lines += [*markdown_table(["role", "input", "cached", "output"], trows), ""]
             if r.timings_mean_s:
                 lines += [
-                    *_table(["phase", "seconds"], [[p, f"{s:.2f}"] for p, s in r.timings_mean_s.items()]),
+                    *markdown_table(
+                        ["phase", "seconds"], [[p, f"{s:.2f}"] for p, s in r.timings_mean_s.items()]
+                    ),
                     "",
                 ]
         flags = flag_lines(r)
@@ -310,36 +312,3 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
     paths["html"].write_text(render_html(report))
     paths["json"].write_text(json.dumps(report_json(report), indent=2) + "\n")
     return paths
-
-
-# -- CLI ---------------------------------------------------------------------
-
-
-def report_command(args: argparse.Namespace) -> int:
-    if getattr(args, "k", None) is not None and args.k < 1:
-        print("tbx report: --k must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        prices: dict[str, Price] = {}
-        if getattr(args, "models_config", None):
-            prices = dict(load_models_config(args.models_config).prices)
-        roles = tuple(getattr(args, "cost_roles", None) or ("agent",))
-        report = build_report(args.dirs, prices=prices, k=getattr(args, "k", None), cost_roles=roles)
-    except (ResultsError, ModelsConfigError) as exc:
-        print(f"tbx report: {exc}", file=sys.stderr)
-        return 2
-    out = args.out or (args.dirs[0] if len(args.dirs) == 1 else None)
-    if args.json:
-        if args.out:
-            write_report(report, args.out)
-        print(json.dumps(report_json(report), indent=2))
-        return 0
-    if out is None:
-        out = "tbx-report"
-    paths = write_report(report, out)
-    header, rows = summary_rows(report)
-    print("\n".join(_table(header, rows, "lll" + "r" * 11 + "l")))
-    if len(report.runs) > 1:
-        print(frontier_text(report))
-    print(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")
-    return 0

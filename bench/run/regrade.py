@@ -9,30 +9,33 @@ missing, unless --no-replay), rewrites the record's `verdict` (and the
 present) and prints a summary. Rubric answers recorded with the attempt are
 reused; --rejudge-rubrics asks the judge model again.
 
-`grade_record` is the one grading path: the runner calls it too.
+`grade_record` reads a record and grades it through `bench.run.grading.grade`,
+the one grading path (the run coordinator grades its outcomes with it too).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from bench.dataset import Benchmark, Task, default_root, load_benchmark
-from bench.llm.client import LLMClient
-from bench.llm.config import ModelsConfigError, judge_role_from_env
-from bench.llm.judge import rubric_judge
+from bench.dataset import Benchmark
+from bench.run.errors import GradingError
 from bench.run.golden import GoldenStore
-from judge.records import AttemptRecord, RubricAnswer, Verdict, atomic_write, read_attempt, write_attempt
-from judge.rubric import JudgeUnavailable, RubricJudge
-from judge.verdict import decide
-from servers.registry import load_domain
+from bench.run.grading import grade
+from judge import (
+    AttemptRecord,
+    JudgeUnavailable,
+    RubricJudge,
+    Verdict,
+    atomic_write,
+    read_attempt,
+    write_attempt,
+)
 
 
 class RegradeError(RuntimeError):
@@ -58,10 +61,6 @@ class RegradeSummary(BaseModel):
     golden_replays: int = 0
 
 
-def task_rubrics(bench: Benchmark, task: Task) -> list[str]:
-    return list(bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
-
-
 async def grade_record(
     bench: Benchmark,
     record: AttemptRecord,
@@ -71,42 +70,38 @@ async def grade_record(
     *,
     rejudge_rubrics: bool = False,
 ) -> Verdict:
-    """Judge one attempt record. Rubric answers are taken from the record
-    unless `rejudge_rubrics` (or none were recorded) and a judge is given."""
+    """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
+    are taken from the record unless `rejudge_rubrics` (or none were recorded)
+    and a judge is given."""
     task = bench.task(record.task_id)
     terminal = record.load_terminal(base_dir)
     if terminal is None:
         raise RegradeError(f"{record.attempt_id or record.task_id}: no terminal state recorded")
     initial = record.load_initial(base_dir)
     golden = await store.get(task)
-    rubrics = task_rubrics(bench, task)
-    answers: list[RubricAnswer] | None = None
-    if rubrics:
-        recorded = record.rubric_answers
-        if recorded is None and record.verdict is not None and record.verdict.rubric_answers:
-            recorded = record.verdict.rubric_answers
-        usable = recorded is not None and [a.question for a in recorded] == rubrics
-        if usable and not rejudge_rubrics:
-            answers = recorded
-        elif judge is not None:
-            answers = await judge.judge(rubrics, record.final_message)
-            record.rubric_answers = answers
-        else:
-            raise RegradeError(
-                f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
-                "pass --rejudge-rubrics and a judge model"
-            )
-    tables = load_domain(record.domain or task.domain).tables
-    return decide(
-        task.id,
-        tables,
-        golden,
-        terminal,
-        record.trajectory,
-        initial=initial,
-        rubrics=rubrics,
-        rubric_answers=answers,
-    )
+    recorded = record.rubric_answers
+    if recorded is None and record.verdict is not None and record.verdict.rubric_answers:
+        recorded = record.verdict.rubric_answers
+    try:
+        graded = await grade(
+            bench,
+            task,
+            golden,
+            terminal,
+            record.trajectory,
+            initial=initial,
+            final_message=record.final_message,
+            domain=record.domain,
+            recorded=None if rejudge_rubrics else recorded,
+            judge=judge.judge if judge is not None else None,
+            no_judge=f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
+            "pass --rejudge-rubrics and a judge model",
+        )
+    except GradingError as exc:
+        raise RegradeError(str(exc)) from None
+    if graded.answers is not None and graded.answers is not recorded:
+        record.rubric_answers = graded.answers
+    return graded.verdict
 
 
 def attempt_files(results: Path) -> list[Path]:
@@ -236,47 +231,3 @@ def format_summary(s: RegradeSummary) -> str:
         lines.append(f"{len(s.errors)} attempts could not be regraded:")
         lines += [f"  {e}" for e in s.errors]
     return "\n".join(lines)
-
-
-def regrade_command(args: argparse.Namespace) -> int:
-    results = Path(args.results)
-    if not results.is_dir():
-        print(f"tbx judge regrade: {results} is not a directory", file=sys.stderr)
-        return 2
-    bench = load_benchmark(Path(args.dataset) if args.dataset else default_root(), strict=False)
-    store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
-    client = judge = None
-    if args.rejudge_rubrics or args.judge_model:
-        try:
-            config = judge_role_from_env(model=args.judge_model, base_url=args.judge_base_url)
-        except ModelsConfigError as exc:
-            print(f"tbx judge regrade: {exc}", file=sys.stderr)
-            return 2
-        client = LLMClient(config, role="judge")
-        judge = rubric_judge(client)
-
-    async def run() -> RegradeSummary:
-        try:
-            return await regrade(
-                results,
-                bench,
-                store,
-                judge,
-                rejudge_rubrics=args.rejudge_rubrics,
-                write=not args.dry_run,
-                concurrency=args.concurrency,
-            )
-        finally:
-            if client is not None:
-                await client.aclose()
-
-    try:
-        summary = asyncio.run(run())
-    except JudgeUnavailable as exc:
-        print(f"tbx judge regrade: {exc}", file=sys.stderr)
-        return 3
-    if args.json:
-        print(summary.model_dump_json(indent=2))
-    else:
-        print(format_summary(summary))
-    return 1 if summary.errors else 0

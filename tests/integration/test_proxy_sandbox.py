@@ -21,9 +21,9 @@ import httpx
 import mcp_types as types
 import pytest
 
-from bench.cli.proxy import task_tool_policy
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.replay.sandboxed import dump_state
+from bench.run.attempt import task_tool_policy
 from bench.run.request import TaskPreparation, sandbox_request
 from sandbox.docker_client import docker_client
 from sandbox.proxy import (

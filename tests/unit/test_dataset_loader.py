@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.cli.tasks import validate_command
 from bench.dataset import (
     CHECK_DATABASE,
     CHECK_RUBRICS,
@@ -32,7 +33,6 @@ from bench.dataset import (
     parse_py_test_file,
     recursive_merge,
     validate_benchmark,
-    validate_command,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench.dataset import Benchmark, Task, load_benchmark, validate_command
+from bench.cli.tasks import validate_command
+from bench.dataset import Benchmark, Task, load_benchmark
 from bench.dataset.models import CHECK_DATABASE, CHECK_RUBRICS
 from bench.replay.local import fresh_schema, is_error_reply, reset_rows, seed_state
 from judge.canonical import State, dump_canonical, state_hash

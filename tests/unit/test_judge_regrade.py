@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+import bench.dataset as dataset_mod
 import bench.run.golden as golden_mod
-import bench.run.regrade as regrade_mod
 from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.golden import GoldenStore
@@ -166,7 +166,7 @@ def test_regrade_results_dir(
     assert new_rows[1] == {**rows[1], "passed": False, "signature": "tool_use"}
 
     # Regrading again changes nothing; --dry-run writes nothing.
-    monkeypatch.setattr(regrade_mod, "load_benchmark", lambda *a, **kw: bench)  # already loaded once above
+    monkeypatch.setattr(dataset_mod, "load_benchmark", lambda *a, **kw: bench)  # already loaded once above
     before = (attempts / "a2.json").read_bytes()
     code = main(
         ["judge", "regrade", str(results), "--dataset", str(dataset), "--golden-cache", str(cache), "--no-replay",

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bench.cli.main import build_parser
-from bench.run import runner
+from bench.run import output
+from bench.run.coordinator import RunOptions
 from bench.run.request import TaskPreparation
 from sandbox.preparer import TypesenseEndpoint
 from servers import knowledge
@@ -27,7 +28,7 @@ def test_cli_flag_defaults_to_hybrid_and_accepts_keyword() -> None:
 
 
 def test_options_and_preparation_validate_the_mode() -> None:
-    assert runner.RunOptions(out=Path("x")).policy_search == "hybrid"
+    assert RunOptions(out=Path("x")).policy_search == "hybrid"
     assert TaskPreparation().policy_search == "hybrid"
     with pytest.raises(ValueError):
         TaskPreparation(policy_search="vector")  # type: ignore[arg-type]
@@ -57,21 +58,25 @@ def test_sandbox_indexes_vectors_only_for_hybrid(monkeypatch: pytest.MonkeyPatch
         assert embedded == [] and vectors is None
 
 
-class _Images:
-    def get(self, tag: str) -> Any:
-        return type("Image", (), {"id": "sha256:" + tag})()
-
-
-def test_manifest_records_the_policy_search(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import sandbox.docker_client
-
-    monkeypatch.setattr(
-        sandbox.docker_client, "docker_client", lambda: type("D", (), {"images": _Images()})()
-    )
-    monkeypatch.setattr(runner, "dataset_hash", lambda bench: "h")
+def test_manifest_records_the_policy_search(tmp_path: Path) -> None:
     bench = type("B", (), {"root": tmp_path})()
     for mode in ("keyword", "hybrid"):
-        opts = runner.RunOptions(out=tmp_path, policy_search=mode)  # type: ignore[arg-type]
-        manifest = runner.write_manifest(tmp_path, bench, opts, {"servers": "tbx/servers:x"}, None)  # type: ignore[arg-type]
+        manifest = output.write_manifest(
+            tmp_path,
+            bench,  # type: ignore[arg-type]
+            agent="oracle",
+            repeats=1,
+            run_name=None,
+            images={"servers": "tbx/servers:x"},
+            digests={"servers": "sha256:x"},
+            config=None,
+            data_hash="h",
+            policy_search=mode,
+        )
         assert manifest["policy_search"] == mode
         assert json.loads((tmp_path / "manifest.json").read_text())["policy_search"] == mode
+        # The two searches never mix in one output directory: a change of mode is a change of bundle.
+        (tmp_path / "manifest.json").unlink()
+    a = output.bundle_hash({**dict.fromkeys(output.BUNDLE_KEYS, "x"), "policy_search": "hybrid"})
+    b = output.bundle_hash({**dict.fromkeys(output.BUNDLE_KEYS, "x"), "policy_search": "keyword"})
+    assert a != b

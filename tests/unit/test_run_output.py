@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.run.runner import BUNDLE_KEYS, BundleChanged, RunOutput, merge_previous_manifest, set_aside
+from bench.run.errors import BundleChanged, NotEnoughMemory, OutputLocked
+from bench.run.output import BUNDLE_KEYS, RunOutput, merge_previous_manifest, set_aside
 
 
 def test_done_skips_finished_attempts_and_reruns_errors_only_when_asked(tmp_path: Path) -> None:
@@ -37,12 +39,14 @@ def test_a_second_writer_of_the_same_directory_is_refused(tmp_path: Path) -> Non
     first = RunOutput(tmp_path)
     first.lock()
     code = (
-        "import sys; from pathlib import Path; from bench.run.runner import RunOutput; "
+        "import sys; from pathlib import Path; from bench.run.output import RunOutput; "
         f"RunOutput(Path({str(tmp_path)!r})).lock()"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "is being written by tbx run pid" in proc.stderr
+    with pytest.raises(OutputLocked, match=f"tbx run pid {os.getpid()}"):
+        RunOutput(tmp_path).lock()
 
 
 def _manifest(**changes: object) -> dict[str, object]:
@@ -61,7 +65,7 @@ def test_resume_keeps_history_and_refuses_a_different_bundle(tmp_path: Path) -> 
     assert same["previous_run_ids"] == ["run-1"]
     assert same["started_at"] == "2026-01-01T00:00:00+00:00" and "resumed_at" in same
 
-    with pytest.raises(SystemExit, match="different bundle \\(image_digests changed\\)"):
+    with pytest.raises(BundleChanged, match="different bundle \\(image_digests changed\\)"):
         merge_previous_manifest(tmp_path, _manifest(image_digests="other"))
 
     # Without results there is nothing to mix: a changed bundle may reuse the directory.
@@ -100,7 +104,7 @@ def test_default_concurrency_fits_cores_and_memory(
 ) -> None:
     import os
 
-    from bench.run.runner import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
+    from bench.run.coordinator import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
 
     page = 4096
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
@@ -111,5 +115,5 @@ def test_default_concurrency_fits_cores_and_memory(
     for c in (builtin, model):
         assert 2 * c * MEMORY_PER_ATTEMPT_GIB <= gib
         check_memory(c, warm=c)
-    with pytest.raises(SystemExit, match="lower --concurrency or --warm"):
+    with pytest.raises(NotEnoughMemory, match="lower --concurrency or --warm"):
         check_memory(gib, warm=gib)

@@ -1,0 +1,84 @@
+"""`tbx judge regrade RESULTS`: recompute verdicts from recorded states
+without running any agent (bench.run.regrade)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    judge = sub.add_parser("judge", help="judge recorded attempts")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True)
+    rg = judge_sub.add_parser("regrade", help="recompute verdicts from recorded states (no agent runs)")
+    rg.add_argument("results", help="results directory (RESULTS/attempts/*.json)")
+    rg.add_argument("--dataset", help="benchmark directory")
+    rg.add_argument(
+        "--golden-cache", help="golden cache dir (default: $TBX_GOLDEN_CACHE or ~/.cache/tbx/golden)"
+    )
+    rg.add_argument("--no-replay", action="store_true", help="fail attempts whose golden state is not cached")
+    rg.add_argument(
+        "--rejudge-rubrics", action="store_true", help="ask the judge model again for rubric tasks"
+    )
+    rg.add_argument("--judge-model", help="judge model (default: $TBX_JUDGE_MODEL)")
+    rg.add_argument("--judge-base-url", help="OpenAI-compatible base URL (default: $TBX_JUDGE_BASE_URL)")
+    rg.add_argument("--dry-run", action="store_true", help="print the summary, rewrite nothing")
+    rg.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rg.add_argument("--concurrency", type=int, default=2)
+    rg.add_argument("--runtime", help="container runtime for golden replays, e.g. runsc")
+    rg.set_defaults(fn=regrade_command)
+
+
+def regrade_command(args: argparse.Namespace) -> int:
+    from bench.dataset import default_root, load_benchmark
+    from bench.llm.client import LLMClient
+    from bench.llm.config import ModelsConfigError, judge_role_from_env
+    from bench.llm.judge import rubric_judge
+    from bench.run.golden import GoldenStore
+    from bench.run.regrade import RegradeSummary, format_summary, regrade
+    from judge.rubric import JudgeUnavailable
+
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"tbx judge regrade: {results} is not a directory", file=sys.stderr)
+        return 2
+    bench = load_benchmark(Path(args.dataset) if args.dataset else default_root(), strict=False)
+    store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
+    client = judge = None
+    if args.rejudge_rubrics or args.judge_model:
+        try:
+            config = judge_role_from_env(model=args.judge_model, base_url=args.judge_base_url)
+        except ModelsConfigError as exc:
+            print(f"tbx judge regrade: {exc}", file=sys.stderr)
+            return 2
+        client = LLMClient(config, role="judge")
+        judge = rubric_judge(client)
+
+    async def run() -> RegradeSummary:
+        try:
+            return await regrade(
+                results,
+                bench,
+                store,
+                judge,
+                rejudge_rubrics=args.rejudge_rubrics,
+                write=not args.dry_run,
+                concurrency=args.concurrency,
+            )
+        finally:
+            if client is not None:
+                await client.aclose()
+
+    try:
+        summary = asyncio.run(run())
+    except JudgeUnavailable as exc:
+        print(f"tbx judge regrade: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    else:
+        print(format_summary(summary))
+    return 1 if summary.errors else 0

@@ -1,0 +1,63 @@
+"""`tbx report DIR [DIR...]`: metrics of one or several runs as JSON,
+report.md and report.html (bench.report.markdown, bench.report.html)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    rep = sub.add_parser("report", help="metrics of one or several runs: JSON, report.md, report.html")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="run directories (results.jsonl, manifest.json)")
+    rep.add_argument("--json", action="store_true", help="print the metrics as JSON (files only with --out)")
+    rep.add_argument("--out", help="where report.md/.html/.json go (default: the run dir, or ./tbx-report)")
+    rep.add_argument("--models-config", help="models YAML whose price table prices rows without cost_usd")
+    rep.add_argument("--k", type=int, help="repeats per task (default: the manifest's, else the most seen)")
+    rep.add_argument(
+        "--cost-role", dest="cost_roles", action="append", help="role whose spend counts (default: agent)"
+    )
+    rep.set_defaults(fn=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from bench.llm.config import ModelsConfigError, Price, load_models_config
+    from bench.report.markdown import (
+        build_report,
+        frontier_text,
+        markdown_table,
+        report_json,
+        summary_rows,
+        write_report,
+    )
+    from bench.run.results import ResultsError
+
+    if getattr(args, "k", None) is not None and args.k < 1:
+        print("tbx report: --k must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        prices: dict[str, Price] = {}
+        if getattr(args, "models_config", None):
+            prices = dict(load_models_config(args.models_config).prices)
+        roles = tuple(getattr(args, "cost_roles", None) or ("agent",))
+        report = build_report(args.dirs, prices=prices, k=getattr(args, "k", None), cost_roles=roles)
+    except (ResultsError, ModelsConfigError) as exc:
+        print(f"tbx report: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or (args.dirs[0] if len(args.dirs) == 1 else None)
+    if args.json:
+        if args.out:
+            write_report(report, args.out)
+        print(json.dumps(report_json(report), indent=2))
+        return 0
+    if out is None:
+        out = "tbx-report"
+    paths = write_report(report, out)
+    header, rows = summary_rows(report)
+    print("\n".join(markdown_table(header, rows, "lll" + "r" * 11 + "l")))
+    if len(report.runs) > 1:
+        print(frontier_text(report))
+    print(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")
+    return 0

@@ -1,0 +1,78 @@
+"""`tbx tasks validate [DIR]` (every problem in a benchmark directory, then a
+one-line summary) and `tbx tasks list [DIR]` (the tasks, in release order)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def register(sub: Any) -> None:
+    tasks = sub.add_parser("tasks", help="inspect a benchmark's tasks")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
+    validate = tasks_sub.add_parser("validate", help="list every problem in a benchmark directory")
+    validate.add_argument("dataset", nargs="?")
+    validate.set_defaults(fn=_validate)
+    listing = tasks_sub.add_parser("list", help="the tasks of a benchmark (release order), one per line")
+    listing.add_argument("dataset", nargs="?")
+    listing.add_argument("--release", help="release test list (default: the benchmark's)")
+    listing.add_argument("--domain", action="append", help="only these domains")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.set_defaults(fn=list_command)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from bench.dataset import default_root
+
+    return validate_command(Path(args.dataset) if args.dataset else default_root())
+
+
+def list_command(args: argparse.Namespace) -> int:
+    from bench.dataset import default_root, load_benchmark
+
+    bench = load_benchmark(
+        Path(args.dataset) if args.dataset else default_root(), release=args.release, strict=False
+    )
+    for problem in bench.errors:
+        print(f"warning: {problem}", file=sys.stderr)
+    for task in bench.tasks:
+        if args.domain and task.domain not in args.domain:
+            continue
+        init = bench.effective_init(task)
+        calls = len(init.golden_tool_interactions)
+        if args.json:
+            print(
+                json.dumps(
+                    {"id": task.id, "domain": task.domain, "rubrics": task.has_rubrics, "golden_calls": calls}
+                )
+            )
+        else:
+            print(f"{task.id}\t{task.domain}\t{'rubrics' if task.has_rubrics else '-'}\t{calls} golden calls")
+    return 0
+
+
+def validate_command(dataset: Path, *, release: str | None = None, out: TextIO | None = None) -> int:
+    """Print problems one per line (``path: task: field: message``) and a summary line.
+
+    Returns 0 when there are no errors (warnings are printed but allowed), else 1.
+    """
+    from bench.dataset import load_benchmark
+
+    stream = out if out is not None else sys.stdout
+    bench = load_benchmark(dataset, release=release, strict=False)
+    for problem in bench.problems:
+        print(problem, file=stream)
+    errors = len(bench.errors)
+    warnings = len(bench.problems) - errors
+    if errors:
+        status = f"{errors} error{'s' if errors != 1 else ''}"
+        if warnings:
+            status += f", {warnings} warning{'s' if warnings != 1 else ''}"
+        status = f"FAILED ({status}; {len(bench.tasks)} usable tasks)"
+    else:
+        status = "OK" if not warnings else f"OK ({warnings} warning{'s' if warnings != 1 else ''})"
+    print(f"{bench.summary()}: {status}", file=stream)
+    return 1 if errors else 0

@@ -1,0 +1,427 @@
+"""`tbx run`'s coordinator: plan, resume, schedule, grade, write, report progress, stop.
+
+Every (task, repeat) becomes an `AttemptSpec` (bench.run.attempt) executed
+against a sandbox provider; the coordinator only handles specs and outcomes.
+It holds what must not leave the judging process, the golden end states
+(bench.run.golden, replayed once per task and cached) and the rubric judge,
+and grades each outcome here (bench.run.grading) before writing its row
+(bench.run.output). Re-running with the same --out skips attempts that
+already have a row; --retry-errors re-runs only the system-error attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bench.dataset import Benchmark, Task
+from bench.llm.client import LLMClient
+from bench.llm.config import ModelsConfig
+from bench.llm.judge import rubric_judge
+from bench.rollout.agent_loop import AgentClients
+from bench.rollout.trajectory import Trajectory
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.errors import BundleChanged, NotEnoughMemory, RubricsNeedJudge
+from bench.run.golden import GoldenStore
+from bench.run.grading import Graded, grade
+from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
+from bench.run.results import ResultRow
+from judge import AttemptRecord, RubricAnswer, RubricJudge
+from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
+
+log = logging.getLogger(__name__)
+
+MEMORY_PER_ATTEMPT_GIB = 1.5  # postgres + typesense + server limits, with headroom
+NO_JUDGE = "task has rubrics but the config names no judge model (--config with a judge role)"
+
+
+class RunOptions(BaseModel):
+    out: Path
+    agent: str = "oracle"
+    repeat: int = Field(default=20, ge=1)
+    concurrency: int = Field(default=2, ge=1)
+    wall_clock: float = 900.0
+    runtime: str | None = None
+    retry_errors: bool = False
+    golden_cache: Path | None = None
+    run_name: str | None = None
+    # Judge rubric tasks on state alone (no judge model): the row says so.
+    skip_rubrics: bool = False
+    # Sandboxes booted ahead per domain (sandbox.pool): the boot leaves the
+    # attempt's critical path; each is still used by exactly one attempt.
+    warm: int = Field(default=0, ge=0)
+    # When the output holds results of another bundle: set them aside and start
+    # over (instead of refusing).
+    restart_on_change: bool = False
+    # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
+    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+
+
+def _memory_gib() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        return None
+
+
+def default_concurrency(model_agent: bool = False) -> int:
+    """Attempts at once. Built-in agents keep the CPU busy (sandbox boots dominate,
+    ~3.5 CPU-s per attempt): one per core. A model agent mostly waits on its
+    endpoint, so memory is the bound: each attempt and each warm sandbox holds
+    three containers (MEMORY_PER_ATTEMPT_GIB), half of it kept for the warm pool,
+    capped at 8 so a small machine's boots do not fall behind."""
+    cores = os.cpu_count() or 2
+    mem_gib = _memory_gib() or 8.0
+    by_memory = int(mem_gib // MEMORY_PER_ATTEMPT_GIB)
+    if model_agent:
+        return max(1, min(8, by_memory // 2))
+    return max(1, min(cores, by_memory // 2))
+
+
+def check_memory(concurrency: int, warm: int = 0) -> None:
+    mem_gib = _memory_gib()
+    if mem_gib is None:
+        return
+    need = (concurrency + warm) * MEMORY_PER_ATTEMPT_GIB
+    if need > mem_gib:
+        raise NotEnoughMemory(concurrency, warm, need, mem_gib)
+
+
+ProgressFn = Callable[[Any, Task, int, str], None]
+
+
+class Coordinator:
+    """One `tbx run`: `await Coordinator(bench, opts, config).run(tasks)` -> counts."""
+
+    def __init__(
+        self,
+        bench: Benchmark,
+        opts: RunOptions,
+        config: ModelsConfig | None = None,
+        progress: ProgressFn | None = None,
+        *,
+        provider: SandboxProvider | None = None,
+        golden: GoldenStore | None = None,
+        notice: Callable[[str], None] | None = None,
+    ):
+        self.bench = bench
+        self.opts = opts
+        self.config = config
+        self.progress = progress
+        self.notice = notice or log.warning
+        self.run_id = new_id("run")
+        self.output = RunOutput(opts.out)
+        self.provider = provider or DockerProvider(warm=opts.warm)
+        self.golden = golden or GoldenStore(
+            bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id
+        )
+        self.rubric_judge: RubricJudge | None = None
+        self.judge_client: LLMClient | None = None
+        self.proxy: ProxyServer | None = None
+        self.clients: AgentClients | None = None
+        self.images: dict[str, str] = {}
+        self.bundle_hash: str | None = None
+        self.data_hash: str | None = None
+        self._counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0}
+        self.total = 0
+        self.started = time.monotonic()
+        self.phase = "starting"
+        self._stopping = False
+
+    # ---- what the progress view reads
+    @property
+    def counts(self) -> dict[str, int]:
+        return {**self._counts, "alive": self.provider.alive}
+
+    @property
+    def warm_sandboxes(self) -> int:
+        return self.provider.warm
+
+    def stop(self) -> None:
+        """Start no further attempt; those running finish and are written."""
+        self._stopping = True
+        self.phase = "stopping: finishing the attempts in flight"
+
+    # ---- plan
+    def preflight(self, tasks: list[Task]) -> None:
+        """Errors that must stop a run before any sandbox starts."""
+        rubric_tasks = [t.id for t in tasks if t.has_rubrics]
+        if rubric_tasks and not self.opts.skip_rubrics and (self.config is None or self.config.judge is None):
+            raise RubricsNeedJudge(len(rubric_tasks))
+
+    def plan(self, tasks: list[Task]) -> list[tuple[Task, int]]:
+        """The (task, repeat) pairs still to run (resume: finished ones are skipped)."""
+        skip = self.output.done(self.opts.retry_errors)
+        return [(t, r) for t in tasks for r in range(self.opts.repeat) if (t.id, r) not in skip]
+
+    def spec_for(self, task: Task, repeat: int, attempt_id: str) -> AttemptSpec:
+        return attempt_spec(
+            self.bench,
+            task,
+            repeat,
+            run_id=self.run_id,
+            attempt_id=attempt_id,
+            agent=self.opts.agent,
+            models=self.config,
+            images=self.images,
+            bundle_hash=self.bundle_hash,
+            data_hash=self.data_hash,
+            wall_clock=self.opts.wall_clock,
+            limits=Limits(runtime=self.opts.runtime),
+            policy_search=self.opts.policy_search,
+        )
+
+    async def _open_output(self) -> None:
+        """Lock, repair, and write the manifest (or set a superseded run aside)."""
+        self.output.lock()
+        for name in self.output.repair():
+            self.notice(f"tbx run: {name} ended in a half-written line (a killed run); cut it off")
+        self.phase = "sweeping stale containers, resolving images"
+        await self.provider.start(self.run_id)
+        self.images = dict(self.provider.images)
+        digests = await self.provider.image_digests()
+        self.data_hash = await asyncio.to_thread(dataset_hash, self.bench.root)
+
+        def manifest() -> dict[str, Any]:
+            return write_manifest(
+                self.opts.out,
+                self.bench,
+                agent=self.opts.agent,
+                repeats=self.opts.repeat,
+                run_name=self.opts.run_name,
+                images=self.images,
+                digests=digests,
+                config=self.config,
+                run_id=self.run_id,
+                data_hash=self.data_hash,
+                policy_search=self.opts.policy_search,
+            )
+
+        try:
+            written = manifest()
+        except BundleChanged as change:
+            if not self.opts.restart_on_change:
+                raise
+            dest = set_aside(self.opts.out, change.previous)
+            self.notice(
+                f"tbx run: {', '.join(change.changed)} changed since the results in {self.opts.out}; "
+                f"they are now in {dest}, starting over"
+            )
+            self.output.make_dirs()
+            written = manifest()
+        self.bundle_hash = written["bundle_hash"]
+
+    # ---- schedule
+    async def run(self, tasks: list[Task]) -> dict[str, int]:
+        self.preflight(tasks)
+        try:
+            await self._open_output()
+            return await self._run(tasks)
+        finally:
+            self.output.unlock()
+
+    async def _run(self, tasks: list[Task]) -> dict[str, int]:
+        todo = self.plan(tasks)
+        self.total = len(todo)
+        budget: dict[str, int] = {}
+        for t, _ in todo:
+            budget[t.domain] = budget.get(t.domain, 0) + 1
+        self.provider.plan(budget)
+        sem = asyncio.Semaphore(self.opts.concurrency)
+        if self.config is not None and self.config.agent is not None:
+            self.clients = AgentClients.from_config(self.config, user=self.config.user is not None)
+        self.proxy = ProxyServer().start()
+
+        async def one(task: Task, repeat: int) -> None:
+            async with sem:
+                if not self._stopping:
+                    await self.attempt(task, repeat)
+
+        try:
+            # Golden states first, so a task whose golden replay fails is reported
+            # before its attempts start (those attempts then end as system errors).
+            unique = {t.id: t for t, _ in todo}
+            self.phase = f"golden end states of {len(unique)} tasks (cached after the first run)"
+            for task_id, exc in await self.compute_goldens(list(unique.values()), sem):
+                self.notice(f"tbx run: golden replay of {task_id} failed: {exc}")
+            self.phase = f"attempts, concurrency {self.opts.concurrency}"
+            self.started = time.monotonic()
+            await asyncio.gather(*(one(t, r) for t, r in todo))
+        finally:
+            await self.provider.close()
+            self.proxy.close()
+            if self.clients is not None:
+                await self.clients.aclose()
+            if self.judge_client is not None:
+                await self.judge_client.aclose()
+            await self.provider.sweep(self.run_id)
+        return self.counts
+
+    async def compute_goldens(self, tasks: list[Task], sem: asyncio.Semaphore) -> list[tuple[str, Exception]]:
+        """Each task's golden end state (once per task, in separate sandboxes,
+        `sem` bounding how many at once), cached; returns the failures."""
+        failures: list[tuple[str, Exception]] = []
+
+        async def one(task: Task) -> None:
+            async with sem:
+                try:
+                    await self.golden.get(task)
+                except Exception as exc:
+                    failures.append((task.id, exc))
+
+        await asyncio.gather(*(one(t) for t in tasks))
+        return failures
+
+    # ---- one attempt: spec out, outcome back, graded and written here
+    async def attempt(self, task: Task, repeat: int) -> None:
+        assert self.proxy is not None, "run() starts the proxy"
+        attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
+        timings: dict[str, float] = {}
+        record = AttemptRecord(
+            task_id=task.id, attempt_id=attempt_id, run_id=self.run_id, repeat=repeat, domain=task.domain
+        )
+        outcome: AttemptOutcome | None = None
+        try:
+            t = time.monotonic()
+            golden = await self.golden.get(task)
+            timings["golden"] = time.monotonic() - t
+            spec = await asyncio.to_thread(self.spec_for, task, repeat, attempt_id)
+            outcome = await execute_attempt(
+                spec, self.provider, self.proxy, bench=self.bench, clients=self.clients
+            )
+            timings.update(outcome.timings)
+            if outcome.system_error is not None:
+                failure = outcome.system_error
+                self._system_error(task, record, outcome.trajectory, str(failure), failure.traceback, timings)
+                return
+            assert outcome.terminal_state is not None and outcome.trajectory is not None
+            t = time.monotonic()
+            graded = await grade(
+                self.bench,
+                task,
+                golden,
+                outcome.terminal_state,
+                outcome.calls,
+                initial=outcome.initial_state,
+                final_message=outcome.final_message,
+                judge=self._judge_rubrics if self.config is not None and self.config.judge else None,
+                skip_rubrics=self.opts.skip_rubrics,
+                no_judge=NO_JUDGE,
+            )
+            timings["judge"] = time.monotonic() - t
+            self._finish(task, record, outcome, graded, timings)
+        except Exception as exc:
+            import traceback
+
+            partial = getattr(exc, "trajectory", None)
+            traj = outcome.trajectory if outcome is not None else None
+            traj = traj or (partial if isinstance(partial, Trajectory) else None)
+            message = f"{exc.__class__.__name__}: {exc}"
+            self._system_error(task, record, traj, message, "".join(traceback.format_exception(exc)), timings)
+
+    async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
+        if self.rubric_judge is None:
+            assert self.config is not None and self.config.judge is not None
+            self.judge_client = LLMClient(self.config.judge, role="judge")
+            self.rubric_judge = rubric_judge(self.judge_client)
+        return await self.rubric_judge.judge(rubrics, final_message)
+
+    # ---- write
+    def _finish(
+        self,
+        task: Task,
+        record: AttemptRecord,
+        outcome: AttemptOutcome,
+        graded: Graded,
+        timings: dict[str, float],
+    ) -> None:
+        assert outcome.initial_state is not None and outcome.terminal_state is not None
+        verdict = graded.verdict
+        record.initial_state_path = self.output.write_state(
+            f"{record.attempt_id}.initial", outcome.initial_state
+        )
+        record.terminal_state_path = self.output.write_state(
+            f"{record.attempt_id}.terminal", outcome.terminal_state
+        )
+        record.trajectory = outcome.calls
+        record.final_message = outcome.final_message
+        record.rubric_answers = graded.answers
+        record.verdict = verdict
+        rel = self.output.write_trajectory(record.attempt_id, outcome.trajectory)
+        attempt_file = self.output.write_record(record)
+        row = ResultRow.model_validate(
+            {
+                "task_id": task.id,
+                "repeat": record.repeat,
+                "domain": task.domain,
+                "passed": verdict.passed,
+                "system_error": False,
+                "signature": verdict.signature,
+                "finish_reason": outcome.finish_reason,
+                "usage": outcome.usage,
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "attempt_id": record.attempt_id,
+                "attempt_file": attempt_file,
+                "trajectory": rel,
+                "strict_match": verdict.strict,
+                "differences": len(verdict.differences),
+                "rubrics_skipped": graded.rubrics_skipped,
+            }
+        )
+        self.output.append(self.output.results, row.to_json_line())
+        self._counts["done"] += 1
+        self._counts["passed" if verdict.passed else "failed"] += 1
+        if self.progress:
+            self.progress(self, task, record.repeat, verdict.summary())
+
+    def _system_error(
+        self,
+        task: Task,
+        record: AttemptRecord,
+        traj: Trajectory | None,
+        message: str,
+        trace: str,
+        timings: dict[str, float],
+    ) -> None:
+        rel = self.output.write_trajectory(record.attempt_id, traj)
+        record.system_error = message
+        with contextlib.suppress(OSError):
+            self.output.write_record(record)
+        error = {
+            "task_id": task.id,
+            "repeat": record.repeat,
+            "attempt_id": record.attempt_id,
+            "error": message,
+            "traceback": trace[-4000:],
+            "trajectory": rel,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        self.output.append(self.output.errors, json.dumps(error))
+        row = ResultRow.model_validate(
+            {
+                "task_id": task.id,
+                "repeat": record.repeat,
+                "domain": task.domain,
+                "passed": False,
+                "system_error": True,
+                "error": message,
+                "finish_reason": traj.finish_reason if traj else None,
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "attempt_id": record.attempt_id,
+            }
+        )
+        self.output.append(self.output.results, row.to_json_line())
+        self._counts["done"] += 1
+        self._counts["errors"] += 1
+        if self.progress:
+            self.progress(self, task, record.repeat, f"system error: {message[:200]}")

@@ -1,0 +1,55 @@
+"""Typed errors of a run. Library code raises these; only the CLI turns them
+into a message on stderr and an exit code (`bench.cli.main`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class RunError(RuntimeError):
+    """A run cannot start or go on; the message says what to do next."""
+
+
+class OutputLocked(RunError):
+    """Another process writes the output directory."""
+
+    def __init__(self, out: Path, holder: str):
+        self.out, self.holder = out, holder
+        super().__init__(f"tbx run: {out} is being written by {holder}; wait for it or use another --out")
+
+
+class BundleChanged(RunError):
+    """The output directory holds attempts of another bundle: resuming would mix
+    two builds (or datasets, agents, configs) in one score."""
+
+    def __init__(self, out: Path, changed: list[str], previous: dict[str, Any]):
+        self.out, self.changed, self.previous = out, changed, previous
+        super().__init__(
+            f"tbx run: {out} holds results of a different bundle ({', '.join(changed)} changed); "
+            "use a new --out, pass --restart-on-change to set the old results aside, or delete the directory"
+        )
+
+
+class NotEnoughMemory(RunError):
+    def __init__(self, concurrency: int, warm: int, need: float, have: float):
+        super().__init__(
+            f"tbx run: concurrency {concurrency} with {warm} warm sandboxes needs ~{need:.0f} GiB, "
+            f"this machine has {have:.0f} GiB; lower --concurrency or --warm"
+        )
+
+
+class RubricsNeedJudge(RunError):
+    def __init__(self, count: int):
+        super().__init__(
+            f"tbx run: {count} selected task(s) have yes/no rubrics but no judge model is "
+            "configured: pass --config with a `judge` role, or --skip-rubrics to judge them on state alone"
+        )
+
+
+class DatasetMismatch(RunError):
+    """An attempt spec names a dataset whose content differs from the one on this machine."""
+
+
+class GradingError(RuntimeError):
+    """An attempt cannot be graded (no terminal state, rubrics without answers or judge)."""

@@ -1,0 +1,73 @@
+"""The one grading path: a terminal state (plus the tool calls, the final
+message and the rubric answers) against the task's golden end state.
+
+`tbx run`'s coordinator grades each `AttemptOutcome` with it, `tbx judge
+regrade` each recorded attempt. It runs where the golden end states live;
+nothing of it enters a sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import BaseModel
+
+from bench.dataset import Benchmark, Task
+from bench.run.errors import GradingError
+from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide
+from servers.registry import load_domain
+
+RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
+
+
+class Graded(BaseModel):
+    verdict: Verdict
+    answers: list[RubricAnswer] | None = None
+    rubrics_skipped: bool = False
+
+
+def task_rubrics(bench: Benchmark, task: Task) -> list[str]:
+    return list(bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
+
+
+async def grade(
+    bench: Benchmark,
+    task: Task,
+    golden: GoldenState,
+    terminal: State,
+    calls: Sequence[ToolCallView],
+    *,
+    initial: State | None,
+    final_message: str | None,
+    domain: str | None = None,
+    recorded: list[RubricAnswer] | None = None,
+    judge: RubricJudgeFn | None = None,
+    skip_rubrics: bool = False,
+    no_judge: str = "task has rubrics but no judge model is configured",
+) -> Graded:
+    """Rubric answers: `recorded` ones when they answer this task's questions,
+    else asked of `judge`; neither raises GradingError(`no_judge`).
+    `skip_rubrics` judges a rubric task on state alone (and says so)."""
+    rubrics = task_rubrics(bench, task)
+    skipped = bool(rubrics) and skip_rubrics
+    if skipped:
+        rubrics = []
+    answers: list[RubricAnswer] | None = None
+    if rubrics:
+        if recorded is not None and [a.question for a in recorded] == rubrics:
+            answers = recorded
+        elif judge is not None:
+            answers = await judge(rubrics, final_message or "")
+        else:
+            raise GradingError(no_judge)
+    verdict = decide(
+        task.id,
+        load_domain(domain or task.domain).tables,
+        golden,
+        terminal,
+        list(calls),
+        initial=initial,
+        rubrics=rubrics,
+        rubric_answers=answers,
+    )
+    return Graded(verdict=verdict, answers=answers, rubrics_skipped=skipped)

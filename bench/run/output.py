@@ -1,0 +1,254 @@
+"""A run's output directory: append-only result files, the lock, crash repair,
+the manifest with its bundle check, and setting a superseded run aside.
+
+  results.jsonl   one row per attempt (bench.run.results.ResultRow)
+  errors.jsonl    system errors (container, endpoint or judge failures), kept out of the score
+  attempts/       one AttemptRecord per attempt (what `tbx judge regrade` reads)
+  states/         canonical initial and terminal states (gzip)
+  trajectories/   the agent's conversation and tool calls
+  manifest.json   tbx version and commit, dataset hash, image digests, config, bundle hash
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.dataset import Benchmark
+from bench.llm.config import ModelsConfig
+from bench.rollout.trajectory import Trajectory
+from bench.run.errors import BundleChanged, OutputLocked
+from judge import AttemptRecord, State, canonical_bytes, write_attempt
+
+# policy_search changes what agents see, so results of the two searches never mix.
+BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config", "policy_search")
+SET_ASIDE = (
+    "results.jsonl",
+    "errors.jsonl",
+    "results.jsonl.partial",
+    "errors.jsonl.partial",
+    "manifest.json",
+    "attempts",
+    "states",
+    "trajectories",
+)
+
+
+class RunOutput:
+    """Append-only result files; every line is flushed as soon as it is known,
+    so a killed run leaves a consistent, resumable directory."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.make_dirs()
+        self.results = out / "results.jsonl"
+        self.errors = out / "errors.jsonl"
+        self._lock: Any = None
+
+    def make_dirs(self) -> None:
+        for sub in ("attempts", "states", "trajectories"):
+            (self.out / sub).mkdir(parents=True, exist_ok=True)
+
+    def lock(self) -> None:
+        """One writer per output directory: a second `tbx run` on it stops at once
+        (the lock goes with the process, so a killed run leaves none behind)."""
+        fh = (self.out / ".lock").open("a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise OutputLocked(self.out, holder) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"tbx run pid {os.getpid()}\n")
+        fh.flush()
+        self._lock = fh
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def repair(self) -> list[str]:
+        """Cut a last line that a kill left half-written (it would otherwise fuse with
+        the next row). The cut text is kept beside the file; its attempt runs again."""
+        repaired = []
+        for path in (self.results, self.errors):
+            if not path.exists():
+                continue
+            data = path.read_bytes()
+            if not data or data.endswith(b"\n"):
+                continue
+            keep = data.rfind(b"\n") + 1
+            with (path.parent / (path.name + ".partial")).open("ab") as fh:
+                fh.write(data[keep:] + b"\n")
+            with path.open("r+b") as fh:
+                fh.truncate(keep)
+            repaired.append(path.name)
+        return repaired
+
+    def done(self, retry_errors: bool) -> set[tuple[str, int]]:
+        """(task, repeat) pairs that need no new attempt."""
+        finished: dict[tuple[str, int], bool] = {}
+        if self.results.exists():
+            for line in self.results.read_text().splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a kill; its attempt runs again
+                finished[(row["task_id"], int(row["repeat"]))] = bool(row.get("system_error"))
+        return {k for k, err in finished.items() if not (retry_errors and err)}
+
+    def append(self, path: Path, payload: str) -> None:
+        with path.open("a") as fh:
+            fh.write(payload.rstrip("\n") + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_state(self, name: str, state: State) -> str:
+        rel = f"states/{name}.json.gz"
+        tmp = self.out / (rel + ".tmp")
+        tmp.write_bytes(gzip.compress(canonical_bytes(state), mtime=0))
+        tmp.replace(self.out / rel)
+        return "../" + rel  # relative to attempts/
+
+    def write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:
+        if traj is None:
+            return None
+        rel = f"trajectories/{attempt_id}.json"
+        (self.out / rel).write_text(traj.model_dump_json())
+        return rel
+
+    def write_record(self, record: AttemptRecord) -> str:
+        rel = f"attempts/{record.attempt_id}.json"
+        write_attempt(self.out / rel, record)
+        return rel
+
+
+@functools.cache
+def git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dataset_hash(root: Path | str) -> str:
+    """Content hash of every file the benchmark was read from."""
+    h = hashlib.sha256()
+    root = Path(root)
+    for sub in ("dataset", "releases", "servers"):
+        for p in sorted((root / sub).rglob("*")):
+            if p.is_file():
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def tbx_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tbx")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def bundle_hash(manifest: dict[str, Any]) -> str:
+    bundle = {k: manifest[k] for k in BUNDLE_KEYS}
+    return hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
+
+
+def write_manifest(
+    out: Path,
+    bench: Benchmark,
+    *,
+    agent: str,
+    repeats: int,
+    run_name: str | None,
+    images: dict[str, str],
+    digests: dict[str, str],
+    config: ModelsConfig | None,
+    run_id: str | None = None,
+    data_hash: str | None = None,
+    policy_search: str = "hybrid",
+) -> dict[str, Any]:
+    """Write manifest.json (merged with a previous one when resuming; raises
+    BundleChanged when the previous results belong to another bundle)."""
+    manifest: dict[str, Any] = {
+        "tbx_version": tbx_version(),
+        "git_commit": git_commit(),
+        "dataset": str(bench.root),
+        "dataset_hash": data_hash or dataset_hash(bench.root),
+        "images": images,
+        "image_digests": digests,
+        "agent": agent,
+        "repeats": repeats,
+        "run_name": run_name or f"{agent}",
+        "run_id": run_id,
+        "config": config.public_dict() if config is not None else None,
+        "policy_search": policy_search,
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+    manifest["bundle_hash"] = bundle_hash(manifest)
+    merge_previous_manifest(out, manifest)
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(out / "manifest.json")
+    return manifest
+
+
+def set_aside(out: Path, previous: dict[str, Any]) -> Path:
+    """Move a superseded run's files under OUT/superseded/<run id>/ (nothing is deleted)."""
+    name = str(previous.get("run_id") or previous.get("started_at") or "previous").replace(":", "-")
+    dest = out / "superseded" / name
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = out / "superseded" / f"{name}-{n}"
+    dest.mkdir(parents=True)
+    for item in SET_ASIDE:
+        if (out / item).exists():
+            (out / item).rename(dest / item)
+    return dest
+
+
+def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    """Resuming: keep the first start time and the earlier run ids; refuse to mix
+    attempts of a different bundle (code, dataset, images, agent, config) into one score."""
+    previous = _previous_manifest(out)
+    if previous is None:
+        return
+    changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
+    results = out / "results.jsonl"
+    if changed and results.exists() and results.stat().st_size:
+        raise BundleChanged(out, changed, previous)
+    manifest["started_at"] = previous.get("started_at", manifest.get("started_at"))
+    manifest["resumed_at"] = datetime.now(UTC).isoformat()
+    earlier = list(previous.get("previous_run_ids") or [])
+    if previous.get("run_id"):
+        earlier.append(previous["run_id"])
+    manifest["previous_run_ids"] = earlier
+
+
+def _previous_manifest(out: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,260 @@
+"""Where sandboxes come from: one lifecycle interface, whatever runs the containers.
+
+In the spirit of inspect_ai's `SandboxEnvironment` (task_init / sample_init /
+sample_cleanup / task_cleanup / cli_cleanup):
+
+    provider = DockerProvider(warm=2)
+    await provider.start(run_id)              # once per run: images resolved, stale leftovers swept
+    provider.plan({"retail": 40})             # optional: how many checkouts each domain will see
+    session = await provider.checkout(req)    # boot (or take a booted one from the pool) + prepare
+    try:
+        session.servers["retail"]             # MCP endpoint of the attempt's server
+        session.admin_dsn("retail")           # host-side connection for the judge's state dumps
+    finally:
+        await session.close()                 # this attempt's containers go
+    await provider.close()                    # end of run: warm spares go
+    await provider.sweep(run_id)              # anything a crash left behind
+
+`boot` (nothing task-specific: a pool runs it ahead of demand) and `prepare`
+(the request's `prepare`: seed rows, policy documents) are the two phases of `checkout`. The attempt
+unit (`bench.run.attempt`) talks only to this interface; the local Docker
+provider below is the first implementation, a remote one (Ray) goes behind
+the same methods.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from sandbox.pool import SandboxPool
+from sandbox.proxy_models import RegisterRequest, ToolPolicy
+from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
+from sandbox.sweeper import sweep
+
+STALE_AFTER = 6 * 3600.0
+
+
+class SandboxSession(Protocol):
+    """One attempt's prepared sandbox, held by exactly one attempt."""
+
+    @property
+    def servers(self) -> Mapping[str, str]:
+        """domain -> MCP URL reachable from the process that holds the session."""
+        ...
+
+    @property
+    def timings(self) -> Mapping[str, float]: ...
+
+    def admin_dsn(self, domain: str) -> str:
+        """A superuser connection string for `domain`'s schema (state dumps; never given to the agent)."""
+        ...
+
+    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
+        """The session proxy's registration of this sandbox: its servers with their
+        upstream secret, and the containers the proxy watches."""
+        ...
+
+    async def close(self) -> None:
+        """Remove the attempt's containers (idempotent)."""
+        ...
+
+
+class SandboxProvider(abc.ABC):
+    """The lifecycle of a run's sandboxes; see the module doc."""
+
+    images: dict[str, str]
+
+    def __init__(self) -> None:
+        self.images = {}
+        self.alive = 0  # sessions checked out and not closed yet
+
+    async def start(self, run_id: str) -> None:  # noqa: B027 - optional hook
+        """Once per run, before the first checkout."""
+
+    def plan(self, attempts_per_domain: Mapping[str, int]) -> None:  # noqa: B027 - optional hook
+        """How many checkouts each domain will see (a pool stops booting there)."""
+
+    @property
+    def warm(self) -> int:
+        """Sandboxes booted (or booting) ahead that no attempt holds yet."""
+        return 0
+
+    async def image_digests(self) -> dict[str, str]:
+        """Image name -> immutable digest, for the run's bundle hash."""
+        return dict(self.images)
+
+    @abc.abstractmethod
+    async def boot(self, request: SandboxRequest) -> Any:
+        """Phase 1: containers started and answering, nothing task-specific yet."""
+
+    @abc.abstractmethod
+    async def prepare(self, booted: Any, request: SandboxRequest) -> SandboxSession:
+        """Phase 2: the request's seed rows and policy documents in place."""
+
+    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+        """A prepared sandbox for one attempt (boot + prepare, or from a warm pool)."""
+        self.alive += 1
+        try:
+            session = await self.prepare(await self.boot(request), request)
+        except BaseException:
+            self.alive -= 1
+            raise
+        return _Counted(session, self)
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """End of run: release what the provider holds (warm pools)."""
+
+    async def sweep(self, run_id: str | None = None) -> None:  # noqa: B027 - optional hook
+        """Remove leftovers of `run_id` (None: every orphan of a dead process)."""
+
+
+class _Counted:
+    """A session that gives its slot in `provider.alive` back when closed."""
+
+    def __init__(self, session: SandboxSession, provider: SandboxProvider):
+        self._session = session
+        self._provider = provider
+        self._closed = False
+
+    @property
+    def servers(self) -> Mapping[str, str]:
+        return self._session.servers
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return self._session.timings
+
+    def admin_dsn(self, domain: str) -> str:
+        return self._session.admin_dsn(domain)
+
+    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
+        return self._session.register_request(policy)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._session.close()
+        finally:
+            self._provider.alive -= 1
+
+
+class DockerSession:
+    """A started `AsyncSandbox` behind the session interface."""
+
+    def __init__(self, sandbox: AsyncSandbox):
+        self.sandbox = sandbox
+
+    @property
+    def servers(self) -> Mapping[str, str]:
+        return self.sandbox.handle.servers
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return self.sandbox.handle.timings
+
+    def admin_dsn(self, domain: str) -> str:
+        return self.sandbox.handle.pg.admin_dsn(domain)
+
+    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
+        return RegisterRequest.for_sandbox(self.sandbox.handle, policy)
+
+    async def close(self) -> None:
+        await self.sandbox.__aexit__(None, None, None)
+
+
+class DockerProvider(SandboxProvider):
+    """Container sets on the local Docker daemon (`sandbox.sandbox`), cold or
+    from a warm pool per domain (`sandbox.pool`, `warm` > 0)."""
+
+    def __init__(self, *, warm: int = 0, stale_after: float = STALE_AFTER):
+        super().__init__()
+        self.warm_size = warm
+        self.stale_after = stale_after
+        self.run_id: str | None = None
+        self.pools: dict[str, SandboxPool] = {}
+        self.budgets: dict[str, int] = {}
+
+    async def start(self, run_id: str) -> None:
+        self.run_id = run_id
+        # Orphans included: containers of a killed run (on this output or not) go now.
+        await asyncio.to_thread(sweep, None, self.stale_after, True)
+        self.images = await asyncio.to_thread(resolve_images, True)
+
+    def plan(self, attempts_per_domain: Mapping[str, int]) -> None:
+        self.budgets = dict(attempts_per_domain)
+
+    @property
+    def warm(self) -> int:
+        return sum(p.spare for p in self.pools.values())
+
+    async def image_digests(self) -> dict[str, str]:
+        from sandbox.docker_client import docker_client
+
+        def digests() -> dict[str, str]:
+            return {name: docker_client().images.get(tag).id for name, tag in self.images.items()}
+
+        return await asyncio.to_thread(digests)
+
+    async def boot(self, request: SandboxRequest) -> Sandbox:
+        sb = Sandbox(request)
+        try:
+            await asyncio.to_thread(sb.boot)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(sb.close))
+            raise
+        return sb
+
+    async def prepare(self, booted: Sandbox, request: SandboxRequest) -> SandboxSession:
+        booted.request = request
+        try:
+            booted.handle = await asyncio.to_thread(booted.prepare)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(booted.close))
+            raise
+        return DockerSession(AsyncSandbox.adopt(booted))
+
+    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+        if not self.warm_size:
+            return await super().checkout(request)
+        self.alive += 1
+        try:
+            pool = await self._pool(request)
+            sandbox = await pool.acquire(request.prepare)
+        except BaseException:
+            self.alive -= 1
+            raise
+        return _Counted(DockerSession(sandbox), self)
+
+    async def _pool(self, request: SandboxRequest) -> SandboxPool:
+        key = ",".join(request.domains)
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = SandboxPool(
+                request.domains,
+                size=self.warm_size,
+                typesense=request.typesense,
+                limits=request.limits,
+                run_id=request.run_id,
+                images=request.images or self.images or None,
+                budget=self.budgets.get(key),
+                fail_fast=False,
+            )
+            self.pools[key] = pool
+            await pool.__aenter__()
+        return pool
+
+    async def close(self) -> None:
+        pools, self.pools = list(self.pools.values()), {}
+        for pool in pools:
+            await pool.close()
+
+    async def sweep(self, run_id: str | None = None) -> None:
+        if run_id is None:
+            await asyncio.to_thread(sweep, None, self.stale_after, True)
+        else:
+            await asyncio.to_thread(sweep, run_id)

@@ -1,0 +1,353 @@
+"""The attempt unit end to end without Docker: an `AttemptSpec` (round-tripped
+through JSON, as if shipped to another machine) executed against a fake
+sandbox provider whose "sandbox" is the domain's real MCP server started
+in-process on 127.0.0.1 over a fresh database on the host test PostgreSQL,
+behind the real session proxy. The oracle agent's terminal state must equal
+the golden end state (replayed in-process), and the coordinator must grade
+and write it like any run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import uvicorn
+from pg_support import Databases
+
+from bench.dataset import Benchmark, Task, load_benchmark
+from bench.llm.config import parse_models_config
+from bench.replay.local import fresh_schema, reset_rows
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.coordinator import Coordinator, RunOptions
+from bench.run.golden import GoldenStore
+from bench.run.grading import grade
+from bench.run.output import dataset_hash
+from bench.run.request import TaskPreparation
+from bench.run.results import read_rows
+from judge.canonical import dump_canonical, state_hash
+from judge.records import GoldenState, ToolCallView
+from sandbox.errors import ContainerStartError
+from sandbox.provider import SandboxProvider, SandboxSession
+from sandbox.proxy import ProxyServer
+from sandbox.proxy_models import RegisterRequest, ToolPolicy, Upstream
+from sandbox.sandbox import SandboxRequest
+from sandbox.services import UPSTREAM_SECRET_HEADER
+from servers.engine.app import DomainRuntime, build_app
+from servers.engine.store import Store
+from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool
+from servers.registry import load_domain
+
+PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
+TASK = "demo_retail.py:test_ret_expedite_headphones"
+
+
+class InProcessSession:
+    """A domain's MCP server in a thread on 127.0.0.1, over one database."""
+
+    def __init__(self, domain: str, dsn: str, attempt_id: str):
+        self.dsn = dsn
+        self.attempt_id = attempt_id
+        self.secret = secrets.token_urlsafe(16)
+        runtime = DomainRuntime(load_domain(domain), dsn, services={})
+        config = uvicorn.Config(
+            build_app(runtime, self.secret),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "in-process server did not start"
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self._servers = {domain: f"http://127.0.0.1:{port}/mcp"}
+        self.closed = False
+
+    @property
+    def servers(self) -> Mapping[str, str]:
+        return self._servers
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return {}
+
+    def admin_dsn(self, domain: str) -> str:
+        return self.dsn
+
+    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
+        headers = {UPSTREAM_SECRET_HEADER: self.secret}
+        upstreams = {d: Upstream(url=u, headers=headers) for d, u in self._servers.items()}
+        return RegisterRequest(attempt_id=self.attempt_id, upstreams=upstreams, policy=policy)
+
+    async def close(self) -> None:
+        self.server.should_exit = True
+        await asyncio.to_thread(self.thread.join, 10)
+        self.closed = True
+
+
+class FakeProvider(SandboxProvider):
+    """Sandboxes as fresh databases on the test PostgreSQL plus an in-process server."""
+
+    def __init__(self, pg_dsn: str, fail_boot: bool = False):
+        super().__init__()
+        self.dbs = Databases(pg_dsn)
+        self.pg_dsn = pg_dsn
+        self.fail_boot = fail_boot
+        self.requests: list[SandboxRequest] = []
+        self.sessions: list[InProcessSession] = []
+        self.images = {"servers": "in-process"}
+
+    async def boot(self, request: SandboxRequest) -> psycopg.Connection[Any]:
+        if self.fail_boot:
+            raise ContainerStartError("server-retail container exited during start (exit code 1)")
+        return await asyncio.to_thread(self.dbs.create, request.domains[0])
+
+    async def prepare(self, booted: psycopg.Connection[Any], request: SandboxRequest) -> SandboxSession:
+        self.requests.append(request)
+        domain = request.domains[0]
+        tables = load_domain(domain).tables
+
+        def seed() -> None:
+            fresh_schema(booted, tables)
+            assert isinstance(request.prepare, TaskPreparation)
+            reset_rows(booted, tables, request.prepare.rows[domain])
+
+        await asyncio.to_thread(seed)
+        session = InProcessSession(domain, f"{self.pg_dsn} dbname={booted.info.dbname}", request.attempt_id)
+        self.sessions.append(session)
+        return session
+
+
+@pytest.fixture(scope="module")
+def pack() -> Benchmark:
+    return load_benchmark(PACK)
+
+
+@pytest.fixture
+def provider(pg_dsn: str) -> Iterator[FakeProvider]:
+    p = FakeProvider(pg_dsn)
+    yield p
+    p.dbs.close()
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[ProxyServer]:
+    with ProxyServer() as server:
+        yield server
+
+
+def golden_in_process(
+    make_database: Any, bench: Benchmark, task: Task, key: str = "in-process"
+) -> GoldenState:
+    """The golden end state by the servers' own pipeline, no sandbox (the judge's reference)."""
+    domain = load_domain(task.domain)
+    conn = make_database("golden")
+    rows = attempt_spec(bench, task, 0, run_id="r", attempt_id="a", agent="oracle").seed
+    fresh_schema(conn, domain.tables)
+    reset_rows(conn, domain.tables, rows)
+    initial = dump_canonical(conn, domain.tables)
+    store = Store(conn, domain.tables, NOMINAL_NOW)
+    calls = []
+    for tool_name, params in bench.golden_calls(task):
+        tool = domain.tool(tool_name)
+        assert tool is not None
+        reply = run_tool(tool, ToolContext(db=store), params)
+        calls.append(ToolCallView.from_reply(tool_name, params, reply, False))
+    final = dump_canonical(conn, domain.tables)
+    assert state_hash(final) != state_hash(initial), "the task must change the state"
+    return GoldenState(
+        task_id=task.id,
+        key=key,
+        initial_state=initial,
+        final_state=final,
+        initial_hash=state_hash(initial),
+        golden_hash=state_hash(final),
+        calls=calls,
+    )
+
+
+def test_spec_is_data_and_carries_key_names_never_key_values(pack: Benchmark) -> None:
+    models = parse_models_config(
+        {
+            "agent": {"base_url": "http://127.0.0.1:9/v1", "model": "a", "api_key": "sk-literal-secret"},
+            "user": {"base_url": "http://127.0.0.1:9/v1", "model": "u", "api_key_env": "USER_KEY"},
+            "judge": {"base_url": "http://127.0.0.1:9/v1", "model": "j"},
+        }
+    )
+    spec = attempt_spec(
+        pack, pack.task(TASK), 3, run_id="run-1", attempt_id="att-1", agent="llm", models=models
+    )
+    text = spec.model_dump_json()
+    assert "sk-literal-secret" not in text
+    back = AttemptSpec.model_validate_json(text)
+    assert back.models is not None and back.models.user is not None
+    assert back.models.user.api_key_env == "USER_KEY" and back.models.agent is not None
+    assert back.models.agent.api_key is None
+    # Rubrics and golden states are graded where the golden lives: no judge role travels.
+    assert back.models.judge is None and spec.models is not None and spec.models.judge is None
+    # JSON form: seed timestamps travel as ISO text (the next test seeds from that form).
+    assert back.model_dump(mode="json", exclude={"models"}) == spec.model_dump(
+        mode="json", exclude={"models"}
+    )
+    assert (
+        back.repeat == 3
+        and back.domain == "retail"
+        and back.seed["external_retail_toolset_oms_models_orders"]
+    )
+
+
+def test_oracle_attempt_against_a_fake_provider_ends_in_the_golden_state(
+    pack: Benchmark, provider: FakeProvider, proxy: ProxyServer, make_database: Any
+) -> None:
+    task = pack.task(TASK)
+    golden = golden_in_process(make_database, pack, task)
+    spec = attempt_spec(
+        pack,
+        task,
+        0,
+        run_id="run-unit",
+        attempt_id="att-unit-0",
+        agent="oracle",
+        data_hash=dataset_hash(PACK),
+    )
+    shipped = AttemptSpec.model_validate_json(spec.model_dump_json())
+    assert golden.golden_hash not in spec.model_dump_json()
+
+    # No `bench`: the executing side reads the dataset the spec names and checks its hash.
+    outcome = asyncio.run(execute_attempt(shipped, provider, proxy))
+
+    assert outcome.system_error is None
+    assert outcome.terminal_state == golden.final_state
+    assert outcome.initial_state is not None and state_hash(outcome.initial_state) == golden.initial_hash
+    assert [c.tool for c in outcome.calls] == [c.tool for c in golden.calls]
+    assert [c.result for c in outcome.calls] == [c.result for c in golden.calls]
+    assert (
+        outcome.finish_reason == "done" and json.loads(outcome.model_dump_json())["finish_reason"] == "done"
+    )
+    assert {"sandbox_start", "initial_dump", "agent", "final_dump", "teardown"} <= set(outcome.timings)
+    # The request the provider saw is the spec's data; the sandbox is closed afterwards.
+    assert (
+        provider.requests[0].attempt_id == "att-unit-0"
+        and provider.requests[0].prepare.rows["retail"] == spec.seed
+    )
+    assert provider.sessions[0].closed and provider.alive == 0
+    # The outcome is data too (it may come back from another machine).
+    assert AttemptOutcome.model_validate_json(outcome.model_dump_json()) == outcome
+
+    graded = asyncio.run(
+        grade(
+            pack,
+            task,
+            golden,
+            outcome.terminal_state,
+            outcome.calls,
+            initial=outcome.initial_state,
+            final_message=outcome.final_message,
+        )
+    )
+    assert graded.verdict.passed and graded.verdict.strict
+
+
+def test_a_provider_failure_comes_back_as_a_system_error_not_an_exception(
+    pack: Benchmark, pg_dsn: str, proxy: ProxyServer
+) -> None:
+    broken = FakeProvider(pg_dsn, fail_boot=True)
+    spec = attempt_spec(pack, pack.task(TASK), 1, run_id="run-unit", attempt_id="att-broken", agent="oracle")
+    outcome = asyncio.run(execute_attempt(spec, broken, proxy, bench=pack))
+    assert outcome.system_error is not None
+    assert outcome.system_error.kind == "ContainerStartError"
+    assert str(outcome.system_error).startswith("ContainerStartError: server-retail container exited")
+    assert outcome.terminal_state is None and outcome.calls == [] and broken.alive == 0
+
+
+def test_a_spec_for_another_version_of_the_dataset_is_refused(
+    pack: Benchmark, pg_dsn: str, proxy: ProxyServer
+) -> None:
+    spec = attempt_spec(
+        pack,
+        pack.task(TASK),
+        0,
+        run_id="run-unit",
+        attempt_id="att-other",
+        agent="oracle",
+        data_hash="0" * 64,
+    )
+    provider = FakeProvider(pg_dsn)
+    outcome = asyncio.run(execute_attempt(spec, provider, proxy))
+    assert outcome.system_error is not None and outcome.system_error.kind == "DatasetMismatch"
+    assert provider.requests == []  # refused before any sandbox
+
+
+def test_the_coordinator_runs_grades_and_resumes_against_a_fake_provider(
+    pack: Benchmark, provider: FakeProvider, make_database: Any, tmp_path: Path
+) -> None:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    out = tmp_path / "run"
+    opts = RunOptions(out=out, agent="oracle", repeat=2, concurrency=2)
+    seen: list[str] = []
+    coordinator = Coordinator(
+        pack,
+        opts,
+        provider=provider,
+        golden=store,
+        progress=lambda state, t, r, summary: seen.append(summary),
+    )
+    counts = asyncio.run(coordinator.run([task]))
+
+    assert counts == {"done": 2, "passed": 2, "failed": 0, "errors": 0, "alive": 0}
+    rows = read_rows(out / "results.jsonl")
+    assert sorted(r.repeat for r in rows) == [0, 1] and all(r.passed and r.signature is None for r in rows)
+    assert len(seen) == 2 and seen == ["pass", "pass"]
+    for r in rows:
+        extra = r.model_extra or {}
+        record = json.loads((out / extra["attempt_file"]).read_text())
+        assert record["verdict"]["strict"] is True and record["terminal_state_path"].startswith("../states/")
+        assert (out / extra["trajectory"]).is_file()
+        assert list(r.timings) == [
+            "golden",
+            "sandbox_start",
+            "initial_dump",
+            "agent",
+            "final_dump",
+            "teardown",
+            "judge",
+        ]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["image_digests"] == {"servers": "in-process"} and len(manifest["bundle_hash"]) == 64
+    assert {req.attempt_id for req in provider.requests} == {r.model_extra["attempt_id"] for r in rows}  # type: ignore[index]
+
+    # Resume: nothing left to run.
+    again = Coordinator(pack, opts, provider=provider, golden=store)
+    assert asyncio.run(again.run([task]))["done"] == 0
+    assert len(read_rows(out / "results.jsonl")) == 2
+
+
+def test_stop_lets_the_running_attempt_finish_and_starts_no_other(
+    pack: Benchmark, provider: FakeProvider, make_database: Any, tmp_path: Path
+) -> None:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    opts = RunOptions(out=tmp_path / "run", agent="oracle", repeat=3, concurrency=1)
+
+    def stop_after_first(state: Any, t: Task, repeat: int, summary: str) -> None:
+        state.stop()
+
+    coordinator = Coordinator(pack, opts, provider=provider, golden=store, progress=stop_after_first)
+    counts = asyncio.run(coordinator.run([task]))
+    assert counts["done"] == 1 and counts["passed"] == 1
+    assert len(read_rows(tmp_path / "run" / "results.jsonl")) == 1 and len(provider.sessions) == 1
