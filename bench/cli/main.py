@@ -1,7 +1,7 @@
 """`tbx`: the command line.
 
 tbx images build [--force] [NAME ...]
-tbx gc [--all | --run RUN | --older-than SECONDS]
+tbx gc [--older-than SECONDS | --run RUN | --all]
 tbx up TASK_ID [--dataset DIR] [--json] | tbx up --pg-seed FILE.json --domain NAME
 tbx proxy [--port N] [--admin-port N] [--call-timeout S] [--json]
 tbx tasks validate [DIR]
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from sandbox.errors import SandboxError
+from sandbox.labels import ORPHAN_TTL
 
 
 def _images(args: argparse.Namespace) -> int:
@@ -29,12 +30,12 @@ def _images(args: argparse.Namespace) -> int:
 def _gc(args: argparse.Namespace) -> int:
     from sandbox.sweeper import sweep
 
-    if args.run:
+    if args.all:
+        result = sweep(everything=True)
+    elif args.run:
         result = sweep(run=args.run)
-    elif args.older_than is not None:
-        result = sweep(older_than=args.older_than, orphans=True)
     else:
-        result = sweep()
+        result = sweep(older_than=args.older_than)  # orphans only (default TTL unless given)
     print(result)
     return 0
 
@@ -121,10 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     build.set_defaults(fn=_images)
 
-    gc = sub.add_parser("gc", help="remove containers and networks tbx left behind")
-    gc.add_argument("--run", help="only this run's items")
-    gc.add_argument("--older-than", type=float, help="only items older than SECONDS (or whose owner died)")
-    gc.add_argument("--all", action="store_true", help="everything tbx created (the default)")
+    gc = sub.add_parser(
+        "gc",
+        help="remove containers and networks tbx left behind (default: orphans only, "
+        f"i.e. items whose owning process exited or older than {ORPHAN_TTL / 3600:g} h)",
+    )
+    scope = gc.add_mutually_exclusive_group()
+    scope.add_argument("--run", help="all of this run's items, even if its process still runs")
+    scope.add_argument(
+        "--older-than",
+        type=float,
+        help=f"orphans: owner exited or older than SECONDS (default {ORPHAN_TTL:g})",
+    )
+    scope.add_argument(
+        "--all", action="store_true", help="everything tbx created, including live runs' sandboxes"
+    )
     gc.set_defaults(fn=_gc)
 
     up = sub.add_parser("up", help="start one sandbox and keep it until Ctrl-C")

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench.cli.proxy import ToolPolicy, wait_for_interrupt
 from bench.cli.signals import stop_signals_as_interrupt
+from sandbox.labels import ORPHAN_TTL
 from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, Registration
 from sandbox.sandbox import AttemptHandle, Sandbox, SandboxRequest
 from sandbox.services import Limits
@@ -21,7 +22,7 @@ from sandbox.sweeper import sweep
 from servers.engine.seeding import DataPatchError, initial_rows
 from servers.registry import DOMAIN_MODULES, available_domains, load_domain
 
-STALE_AFTER = 6 * 3600.0
+STALE_AFTER = ORPHAN_TTL
 
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:

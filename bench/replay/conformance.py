@@ -18,14 +18,14 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.replay.sandboxed import ReplayOutcome, replay_task
 from judge.canonical import State, state_hash
-from sandbox.labels import new_id
+from sandbox.labels import ORPHAN_TTL, new_id
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 from servers.registry import DOMAIN_MODULES, SERVER_TO_DOMAIN
 
-STALE_AFTER = 6 * 3600.0
+STALE_AFTER = ORPHAN_TTL
 
 
 class Trace(BaseModel):

@@ -49,7 +49,7 @@ from judge.canonical import State, canonical_bytes
 from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, write_attempt
 from judge.rubric import JudgeModelConfig, RubricJudge
 from judge.verdict import decide
-from sandbox.labels import new_id
+from sandbox.labels import ORPHAN_TTL, new_id
 from sandbox.pool import SandboxPool
 from sandbox.proxy import ProxyCall, ProxyServer
 from sandbox.sandbox import AsyncSandbox, SandboxRequest, resolve_images
@@ -57,7 +57,7 @@ from sandbox.services import Limits
 from sandbox.sweeper import sweep
 from servers.registry import load_domain
 
-STALE_AFTER = 6 * 3600.0
+STALE_AFTER = ORPHAN_TTL
 MEMORY_PER_ATTEMPT_GIB = 1.5  # postgres + typesense + server limits, with headroom
 
 
