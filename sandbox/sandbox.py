@@ -256,7 +256,7 @@ class Sandbox:
 
         self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
         self._ts_key = secrets.token_urlsafe(18)
-        specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"]), "postgres")]
+        specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"], req.limits), "postgres")]
         if req.typesense:
             specs.append((typesense_spec(images["typesense"], self._ts_key), "typesense"))
         for d in req.domains:
@@ -465,8 +465,13 @@ class Sandbox:
 
 
 def _remove_container(container: Any) -> None:
-    with contextlib.suppress(docker.errors.NotFound):
+    try:
         container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: another process (a `tbx gc`) is removing it already
+            raise
 
 
 class AsyncSandbox:

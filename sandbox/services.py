@@ -35,9 +35,19 @@ def _tmpfs(size: str, uid: int) -> str:
 
 @dataclass(frozen=True)
 class Limits:
+    """Per-container limits of an attempt (docs/sandbox.md, "Hardening")."""
+
     memory: str = "512m"
     pids: int = 256
     runtime: str | None = None  # e.g. "runsc" (gVisor)
+    # PostgreSQL limits the tool role cannot lift: temp_file_limit is superuser-only;
+    # the statement and idle-transaction limits are enforced by a superuser watchdog in
+    # the postgres container (the role's own statement_timeout of 10 s is only a default).
+    pg_statement_seconds: int = 30
+    pg_idle_seconds: int = 120
+    pg_temp_file_limit: str = "64MB"
+    pg_data: str = "256m"  # tmpfs for the data directory (counts against `memory`)
+    pg_wal: str = "64m"  # tmpfs for the WAL, apart so a full data tmpfs is a clean error
 
 
 @dataclass(frozen=True)
@@ -76,12 +86,23 @@ def hardened_container(
     return container
 
 
-def postgres_spec(image: str) -> ServiceSpec:
+def postgres_spec(image: str, limits: Limits | None = None) -> ServiceSpec:
+    limits = limits or Limits()
     return ServiceSpec(
         role="postgres",
         image=image,
         port=PG_PORT,
-        tmpfs={"/var/lib/postgresql": _tmpfs("256m", PG_UID), "/tmp": _tmpfs("16m", PG_UID)},
+        env={
+            "TBX_PG_STATEMENT_SECONDS": str(limits.pg_statement_seconds),
+            "TBX_PG_IDLE_SECONDS": str(limits.pg_idle_seconds),
+        },
+        # A command-line setting: only a superuser could change it per session.
+        command=["-c", f"temp_file_limit={limits.pg_temp_file_limit}"],
+        tmpfs={
+            "/var/lib/postgresql": _tmpfs(limits.pg_data, PG_UID),
+            "/var/lib/pgwal": _tmpfs(limits.pg_wal, PG_UID),
+            "/tmp": _tmpfs("16m", PG_UID),
+        },
     )
 
 
