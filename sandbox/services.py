@@ -15,6 +15,8 @@ from typing import Any
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
+import docker.version
+from docker.types import EndpointConfig
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
@@ -62,8 +64,15 @@ class ServiceSpec:
 
 
 def hardened_container(
-    spec: ServiceSpec, network: Network, labels: dict[str, str], limits: Limits
+    spec: ServiceSpec,
+    network: Network,
+    labels: dict[str, str],
+    limits: Limits,
+    ip: str | None = None,
+    dns: str | None = None,
 ) -> DockerContainer:
+    """ip: the container's static address on `network`; dns: its only resolver
+    upstream (an address nothing answers, see sandbox.subnets)."""
     kwargs: dict[str, Any] = {
         "labels": labels,
         "cap_drop": ["ALL"],
@@ -74,6 +83,12 @@ def hardened_container(
         "read_only": True,
         "ipc_mode": "private",
     }
+    if ip:
+        kwargs["networking_config"] = {
+            network.name: EndpointConfig(docker.version.__version__, ipv4_address=ip)
+        }
+    if dns:
+        kwargs["dns"] = [dns]
     if spec.user:
         kwargs["user"] = spec.user
     if limits.runtime:
