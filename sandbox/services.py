@@ -1,7 +1,7 @@
 """The containers of one attempt: how each is run, hardened and health-checked.
 
 Each service is a small testcontainers `DockerContainer` with the same
-hardening: every capability dropped, no-new-privileges, memory and pids
+hardening: every capability dropped, no-new-privileges, memory, pids and CPU
 limits, a read-only root filesystem with tmpfs where the service writes, no
 published ports (the host reaches the private network by bridge IP) and never
 the Docker socket.
@@ -41,6 +41,10 @@ class Limits:
 
     memory: str = "512m"
     pids: int = 256
+    # CPU quota per container, in cores (CFS quota; None: none). One core: a runaway
+    # container can no longer take a 2-core machine's both cores, and a normal attempt
+    # is not slowed (measured: benchmarks/cpu_quota.py, docs/sandbox.md).
+    cpus: float | None = 1.0
     runtime: str | None = None  # e.g. "runsc" (gVisor)
     # PostgreSQL limits the tool role cannot lift: temp_file_limit is superuser-only;
     # the statement and idle-transaction limits are enforced by a superuser watchdog in
@@ -80,6 +84,7 @@ def hardened_container(
         "mem_limit": limits.memory,
         "memswap_limit": limits.memory,
         "pids_limit": limits.pids,
+        **({"nano_cpus": int(limits.cpus * 1e9)} if limits.cpus else {}),
         "read_only": True,
         "ipc_mode": "private",
     }
