@@ -49,6 +49,7 @@ def assert_hardened(dclient: docker.DockerClient, dexec: Any, handle: AttemptHan
     )
     assert host["Memory"] == MEMORY and host["MemorySwap"] == MEMORY, role
     assert host["PidsLimit"] == LIMITS.pids, role
+    assert LIMITS.cpus and host["NanoCpus"] == int(LIMITS.cpus * 1e9), role  # a CPU quota
     assert host["ReadonlyRootfs"] is True, role
     assert host["IpcMode"] == "private", role
     assert not host["Binds"], role
