@@ -15,6 +15,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import docker.errors
 
@@ -104,11 +105,8 @@ def sweep(
             if run is None or c.labels.get(labels.RUN) == run:
                 result.kept_containers[_owner(c.labels) or 0] += 1
             continue
-        try:
-            c.remove(force=True, v=True)
+        if _remove(c):
             result.containers.append(c.name)
-        except docker.errors.NotFound:
-            pass
     for n in client.networks.list(filters={"label": labels.RUN}):
         net_labels = n.attrs.get("Labels") or {}
         if not _selected(net_labels, run, ttl):
@@ -119,8 +117,8 @@ def sweep(
             n.reload()
             for cid in n.attrs.get("Containers") or {}:
                 try:
-                    client.containers.get(cid).remove(force=True, v=True)
-                    result.containers.append(cid[:12])
+                    if _remove(client.containers.get(cid)):
+                        result.containers.append(cid[:12])
                 except docker.errors.NotFound:
                     pass
             n.remove()
@@ -128,6 +126,20 @@ def sweep(
         except docker.errors.NotFound:
             pass
     return result
+
+
+def _remove(container: Any) -> bool:
+    """Remove a container; False when it is gone or another process is removing it
+    (every tbx process sweeps orphans at start-up, so two sweeps may meet)."""
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:
+            return False
+        raise
+    return True
 
 
 def leftovers(run: str | None = None) -> tuple[list[str], list[str]]:
