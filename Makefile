@@ -58,6 +58,7 @@ integration: venv images
 conformance: venv images
 	$(BIN)/tbx conformance --dataset $(TB_DATASET) --traces $(TB_DATASET)/traces --concurrency $(CONCURRENCY)
 
+# Orphans only (owner exited or older than 6 h); `.venv/bin/tbx gc --all` removes live runs' sandboxes too.
 gc: venv
 	$(BIN)/tbx gc
 

@@ -58,6 +58,10 @@ def _remove(remove: Callable[[], object]) -> bool:
         retrying(remove)
     except docker.errors.NotFound:
         return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # still "removal in progress": another process (a sweep) has it
+            return False
+        raise
     return True
 
 

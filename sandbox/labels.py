@@ -10,6 +10,9 @@ ATTEMPT = "tbx.attempt"
 CREATED = "tbx.created"
 ROLE = "tbx.role"
 OWNER_PID = "tbx.pid"
+# Items older than this count as orphans even when their owner's pid is alive
+# (a pid reused by an unrelated process, a hung run): what the sweeper removes by default.
+ORPHAN_TTL = 6 * 3600.0
 
 
 def new_id(prefix: str) -> str:

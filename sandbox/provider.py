@@ -29,12 +29,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import sweep
 
-STALE_AFTER = 6 * 3600.0
+STALE_AFTER = ORPHAN_TTL
 
 
 class SandboxSession(Protocol):

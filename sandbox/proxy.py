@@ -432,6 +432,7 @@ class AttemptRegistry:
         self, attempt: _Attempt, name: str, arguments: dict[str, Any] | None
     ) -> types.CallToolResult:
         """A call through the attempt's MCP `Server` and the upstream MCP client."""
+        name = relay.replaced(name)  # a lone surrogate in the name could be neither answered nor recorded
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         route = attempt.routes.get(name)
@@ -441,6 +442,13 @@ class AttemptRegistry:
             # Unknown, not allow-listed and reserved tools look the same: nothing reaches an upstream.
             result = _error_result(f"Unknown tool: '{name}'")
             outcome = "refused"
+        elif not relay.sendable(arguments):  # lone surrogates: the caller's text, never sent on
+            result, outcome, arguments = (
+                _error_result(relay.UNICODE_PROBLEM),
+                "refused",
+                relay.replaced(arguments),
+            )
+            domain = route.domain
         else:
             domain = route.domain
             try:
@@ -477,7 +485,15 @@ class AttemptRegistry:
         if body is None:
             await _respond(send, 413, _jsonrpc_error(-32600, "request too large"))
             return
-        call = relay.tool_call(body)
+        try:
+            call = relay.tool_call(body)
+        except relay.UnsendableCall as bad:  # the caller's text, answered as a tool error
+            t0, started, known = time.perf_counter(), datetime.now(UTC), attempt.routes.get(bad.name)
+            result = _error_result(str(bad))
+            domain = known.domain if known else None
+            attempt.record_call(bad.name, bad.arguments, _text(result), True, "refused", domain, started, t0)
+            await _respond(send, 200, relay.result_body(bad.request_id, result))
+            return
         route = attempt.routes.get(call[1]) if call is not None else None
         pools = attempt.pools
         if call is None or route is None or pools is None:

@@ -90,11 +90,40 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return receive_again
 
 
+UNICODE_PROBLEM = "tool arguments are not valid Unicode: they contain a lone UTF-16 surrogate (e.g. \\ud83d without its pair)"
+
+
+class UnsendableCall(Exception):
+    """A `tools/call` whose JSON is valid but holds lone UTF-16 surrogates
+    (`"\\ud800"`), which no UTF-8 request can carry: the caller's fault, answered
+    as a tool error. Fields are copies with U+FFFD in place of the surrogates."""
+
+    def __init__(self, request_id: Any, name: str, arguments: Any):
+        super().__init__(UNICODE_PROBLEM)
+        self.request_id, self.name, self.arguments = request_id, name, arguments
+
+
+def sendable(value: Any) -> bool:
+    """Whether a decoded JSON value (keys and strings included) can be encoded as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def replaced(value: Any) -> Any:
+    """A copy of a decoded JSON value with U+FFFD in place of lone surrogates (for the record)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return json.loads(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+
+
 def tool_call(body: bytes) -> tuple[Any, str, Any, bytes] | None:
     """(request id, tool name, arguments, body to forward) of a JSON-RPC
     `tools/call` request, else None. The forwarded body is re-serialised from
     what was parsed, so the server cannot read a different tool name than the
-    proxy checked (duplicate keys and other parser differences)."""
+    proxy checked (duplicate keys and other parser differences). Raises
+    `UnsendableCall` when that body cannot be encoded."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
@@ -104,7 +133,12 @@ def tool_call(body: bytes) -> tuple[Any, str, Any, bytes] | None:
     params = message.get("params")
     if not isinstance(params, dict) or not isinstance(params.get("name"), str):
         return None
-    forwarded = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        forwarded = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise UnsendableCall(
+            replaced(message["id"]), replaced(params["name"]), replaced(params.get("arguments"))
+        ) from None
     return message["id"], params["name"], params.get("arguments"), forwarded
 
 

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import docker.errors
+import docker.types
 import httpx
 import psycopg
 from psycopg import sql
@@ -37,7 +38,6 @@ from sandbox.docker_client import docker_client, remove_container, remove_networ
 from sandbox.errors import (
     ContainerStartError,
     ImageMissingError,
-    NetworkPoolExhaustedError,
     SandboxError,
 )
 from sandbox.hostguard import bridge_name, ensure_host_guard
@@ -58,6 +58,7 @@ from sandbox.services import (
     server_spec,
     typesense_spec,
 )
+from sandbox.subnets import AttemptSubnet, with_subnet
 
 POLL_INTERVAL = 0.01
 POLICY_COLLECTION = "policies"
@@ -169,6 +170,7 @@ class Sandbox:
         self.request = request
         self.handle: AttemptHandle | None = None
         self._network: Network | None = None
+        self._subnet: AttemptSubnet | None = None
         self._containers: dict[str, DockerContainer] = {}
         self._closed = False
         self._ips: dict[str, str] = {}
@@ -219,46 +221,40 @@ class Sandbox:
             req.prepare.check(req.domains)  # fail before starting anything on bad input
 
         ensure_host_guard()
-        self._network = Network(
-            docker_network_kw={
-                "internal": True,
-                "driver": "bridge",
-                "labels": self._labels("network"),
-                "options": {"com.docker.network.bridge.name": bridge_name(req.attempt_id)},
-            }
-        )
-        try:
-            self._network.create()
-        except docker.errors.APIError as exc:
-            if "address pool" in str(exc) or "non-overlapping" in str(exc):
-                raise NetworkPoolExhaustedError(
-                    "Docker has no free address pool for another private network. Run `tbx gc` to remove "
-                    "leftover tbx networks, lower the concurrency, or give dockerd more (smaller) pools via "
-                    '"default-address-pools" in /etc/docker/daemon.json (e.g. base 10.200.0.0/16, size 24).'
-                ) from exc
-            raise
-        net = self._network.name
+        client = docker_client()
+        self._subnet = with_subnet(client, self._create_network)
+        net = self._network.name if self._network else ""
 
         self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
         self._ts_key = secrets.token_urlsafe(18)
         self._upstream_secret = secrets.token_urlsafe(32)
-        specs: list[tuple[ServiceSpec, str]] = [(postgres_spec(images["postgres"]), "postgres")]
+        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)]
         if req.typesense:
-            specs.append((typesense_spec(images["typesense"], self._ts_key), "typesense"))
+            specs.append(typesense_spec(images["typesense"], self._ts_key))
+        # Static addresses, known before anything starts: peers are configured by IP, never by name.
+        n_services = len(specs) + len(req.domains)
+        if n_services > self._subnet.capacity:
+            raise SandboxError(
+                f"{n_services} services do not fit in one attempt subnet ({self._subnet.capacity})"
+            )
+        pg_ip, ts_ip = self._subnet.address(0), self._subnet.address(1)
         for d in req.domains:
             env = {
-                "TBX_PG_DSN": _dsn("postgres", PG_PORT, TOOL_ROLE, self._tool_pw, d),
-                "TBX_TYPESENSE_URL": f"http://typesense:{TYPESENSE_PORT}" if req.typesense else "",
+                "TBX_PG_DSN": _dsn(pg_ip, PG_PORT, TOOL_ROLE, self._tool_pw, d),
+                "TBX_TYPESENSE_URL": f"http://{ts_ip}:{TYPESENSE_PORT}" if req.typesense else "",
                 "TBX_TYPESENSE_API_KEY": self._ts_key if req.typesense else "",
                 # Created at prepare time only when the task has policy documents;
                 # until then the server reports search as unavailable.
                 "TBX_TYPESENSE_COLLECTION": POLICY_COLLECTION if req.typesense else "",
                 UPSTREAM_SECRET_ENV: self._upstream_secret,
             }
-            specs.append((server_spec(images["servers"], d, env), d))
+            specs.append(server_spec(images["servers"], d, env))
+        addresses = {spec.role: self._subnet.address(i) for i, spec in enumerate(specs)}
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
-            started = {spec.role: pool.submit(self._run_container, spec, alias, net) for spec, alias in specs}
+            started = {
+                spec.role: pool.submit(self._run_container, spec, addresses[spec.role], net) for spec in specs
+            }
             self._ips = {role: fut.result() for role, fut in started.items()}
             t_started = time.monotonic()
             deadline = t0 + req.start_timeout
@@ -317,11 +313,33 @@ class Sandbox:
         if self._abort.is_set() or self._closed:
             raise SandboxError(f"sandbox {self.request.attempt_id} was closed while starting")
 
-    def _run_container(self, spec: ServiceSpec, alias: str, network: str) -> str:
-        assert self._network is not None
+    def _create_network(self, subnet: AttemptSubnet) -> AttemptSubnet:
+        network = Network(
+            docker_network_kw={
+                "internal": True,
+                "driver": "bridge",
+                "labels": self._labels("network"),
+                "options": {"com.docker.network.bridge.name": bridge_name(self.request.attempt_id)},
+                "ipam": docker.types.IPAMConfig(
+                    pool_configs=[docker.types.IPAMPool(subnet=subnet.subnet, gateway=subnet.gateway)]
+                ),
+            }
+        )
+        network.create()
+        self._network = network
+        return subnet
+
+    def _run_container(self, spec: ServiceSpec, ip: str, network: str) -> str:
+        assert self._network is not None and self._subnet is not None
         self._raise_if_aborted()
-        container = hardened_container(spec, self._network, self._labels(spec.role), self.request.limits)
-        container.with_network_aliases(alias)
+        container = hardened_container(
+            spec,
+            self._network,
+            self._labels(spec.role),
+            self.request.limits,
+            ip=ip,
+            dns=self._subnet.dns_sink,
+        )
         self._containers[spec.role] = container
         try:
             container.start()

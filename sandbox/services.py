@@ -1,7 +1,7 @@
 """The containers of one attempt: how each is run, hardened and health-checked.
 
 Each service is a small testcontainers `DockerContainer` with the same
-hardening: every capability dropped, no-new-privileges, memory and pids
+hardening: every capability dropped, no-new-privileges, memory, pids and CPU
 limits, a read-only root filesystem with tmpfs where the service writes, no
 published ports (the host reaches the private network by bridge IP) and never
 the Docker socket.
@@ -15,6 +15,8 @@ from typing import Any
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
+import docker.version
+from docker.types import EndpointConfig
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
@@ -42,9 +44,23 @@ def _tmpfs(size: str, uid: int) -> str:
 
 @dataclass(frozen=True)
 class Limits:
+    """Per-container limits of an attempt (docs/sandbox.md, "Hardening")."""
+
     memory: str = "512m"
     pids: int = 256
+    # CPU quota per container, in cores (CFS quota; None: none). One core: a runaway
+    # container can no longer take a 2-core machine's both cores, and a normal attempt
+    # is not slowed (measured: benchmarks/cpu_quota.py, docs/sandbox.md).
+    cpus: float | None = 1.0
     runtime: str | None = None  # e.g. "runsc" (gVisor)
+    # PostgreSQL limits the tool role cannot lift: temp_file_limit is superuser-only;
+    # the statement and idle-transaction limits are enforced by a superuser watchdog in
+    # the postgres container (the role's own statement_timeout of 10 s is only a default).
+    pg_statement_seconds: int = 30
+    pg_idle_seconds: int = 120
+    pg_temp_file_limit: str = "64MB"
+    pg_data: str = "256m"  # tmpfs for the data directory (counts against `memory`)
+    pg_wal: str = "64m"  # tmpfs for the WAL, apart so a full data tmpfs is a clean error
 
 
 @dataclass(frozen=True)
@@ -59,8 +75,15 @@ class ServiceSpec:
 
 
 def hardened_container(
-    spec: ServiceSpec, network: Network, labels: dict[str, str], limits: Limits
+    spec: ServiceSpec,
+    network: Network,
+    labels: dict[str, str],
+    limits: Limits,
+    ip: str | None = None,
+    dns: str | None = None,
 ) -> DockerContainer:
+    """ip: the container's static address on `network`; dns: its only resolver
+    upstream (an address nothing answers, see sandbox.subnets)."""
     kwargs: dict[str, Any] = {
         "labels": labels,
         "cap_drop": ["ALL"],
@@ -68,9 +91,16 @@ def hardened_container(
         "mem_limit": limits.memory,
         "memswap_limit": limits.memory,
         "pids_limit": limits.pids,
+        **({"nano_cpus": int(limits.cpus * 1e9)} if limits.cpus else {}),
         "read_only": True,
         "ipc_mode": "private",
     }
+    if ip:
+        kwargs["networking_config"] = {
+            network.name: EndpointConfig(docker.version.__version__, ipv4_address=ip)
+        }
+    if dns:
+        kwargs["dns"] = [dns]
     if spec.user:
         kwargs["user"] = spec.user
     if limits.runtime:
@@ -83,12 +113,23 @@ def hardened_container(
     return container
 
 
-def postgres_spec(image: str) -> ServiceSpec:
+def postgres_spec(image: str, limits: Limits | None = None) -> ServiceSpec:
+    limits = limits or Limits()
     return ServiceSpec(
         role="postgres",
         image=image,
         port=PG_PORT,
-        tmpfs={"/var/lib/postgresql": _tmpfs("256m", PG_UID), "/tmp": _tmpfs("16m", PG_UID)},
+        env={
+            "TBX_PG_STATEMENT_SECONDS": str(limits.pg_statement_seconds),
+            "TBX_PG_IDLE_SECONDS": str(limits.pg_idle_seconds),
+        },
+        # A command-line setting: only a superuser could change it per session.
+        command=["-c", f"temp_file_limit={limits.pg_temp_file_limit}"],
+        tmpfs={
+            "/var/lib/postgresql": _tmpfs(limits.pg_data, PG_UID),
+            "/var/lib/pgwal": _tmpfs(limits.pg_wal, PG_UID),
+            "/tmp": _tmpfs("16m", PG_UID),
+        },
     )
 
 

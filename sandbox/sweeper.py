@@ -1,14 +1,19 @@
-"""Remove what tbx left behind: all of it, one run's, or what is older than a TTL.
+"""Remove what tbx left behind: orphans (the default), one run's, or everything.
 
-Runs at start-up of every run (stale items only), at exit, and as `tbx gc`.
+An orphan is an item whose owning process (its `tbx.pid` label) has exited,
+or one older than the TTL. `sweep()` never touches a live process's sandbox
+unless it is asked for everything (`everything=True`, `tbx gc --all`) or for
+one run by name (`sweep(run=...)`, the owner cleaning up after itself); what it leaves alone it reports, so `tbx gc` can say why.
+
+Runs at start-up of every run (orphans only), at exit, and as `tbx gc`.
 Containers go first, then the networks they were attached to.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import docker.errors
@@ -16,14 +21,28 @@ import docker.errors
 from sandbox import labels
 from sandbox.docker_client import docker_client, remove_container, remove_network
 
+ORPHAN_TTL = labels.ORPHAN_TTL
+
 
 @dataclass
 class SweepResult:
     containers: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
+    # what was left alone because its owner lives: owner pid -> number of containers / networks
+    kept_containers: Counter[int] = field(default_factory=Counter)
+    kept_networks: Counter[int] = field(default_factory=Counter)
 
     def __str__(self) -> str:
-        return f"removed {len(self.containers)} containers, {len(self.networks)} networks"
+        text = f"removed {len(self.containers)} containers, {len(self.networks)} networks"
+        pids = sorted(set(self.kept_containers) | set(self.kept_networks))
+        if pids:
+            n_c, n_n = sum(self.kept_containers.values()), sum(self.kept_networks.values())
+            text += (
+                f"; kept {n_c} containers and {n_n} networks of {len(pids)} live tbx "
+                f"process{'es' if len(pids) != 1 else ''} (pids {', '.join(map(str, pids))}; "
+                "`tbx gc --all` removes them too)"
+            )
+        return text
 
 
 def _pid_alive(pid: int) -> bool:
@@ -36,48 +55,75 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _selected(item_labels: dict[str, str], run: str | None, older_than: float | None, orphans: bool) -> bool:
-    if run is not None and item_labels.get(labels.RUN) != run:
-        return False
-    if older_than is not None:
-        created = float(item_labels.get(labels.CREATED, "0") or 0)
-        young = time.time() - created < older_than
-        # Young items still count when the process that owned them is gone.
-        if young and not (orphans and not _owner_alive(item_labels)):
-            return False
-    elif orphans and _owner_alive(item_labels):
-        return False
-    return True
+def _owner(item_labels: dict[str, str]) -> int | None:
+    pid = item_labels.get(labels.OWNER_PID, "")
+    return int(pid) if pid.isdigit() else None
 
 
 def _owner_alive(item_labels: dict[str, str]) -> bool:
-    pid = item_labels.get(labels.OWNER_PID)
-    return bool(pid and pid.isdigit() and _pid_alive(int(pid)))
+    pid = _owner(item_labels)
+    return pid is not None and _pid_alive(pid)
 
 
-def sweep(run: str | None = None, older_than: float | None = None, orphans: bool = False) -> SweepResult:
+def _age(item_labels: dict[str, str]) -> float:
+    try:
+        created = float(item_labels.get(labels.CREATED, "0") or 0)
+    except ValueError:
+        created = 0.0
+    return time.time() - created
+
+
+def _selected(item_labels: dict[str, str], run: str | None, ttl: float | None) -> bool:
+    """ttl None: every item (of the run); else only orphans: owner gone or at least ttl seconds old."""
+    if run is not None and item_labels.get(labels.RUN) != run:
+        return False
+    return ttl is None or _age(item_labels) >= ttl or not _owner_alive(item_labels)
+
+
+def sweep(
+    run: str | None = None,
+    older_than: float | None = None,
+    orphans: bool = False,
+    *,
+    everything: bool = False,
+) -> SweepResult:
     """Remove tbx containers and networks.
 
-    run: only this run's items. older_than: only items created at least that many
-    seconds ago. orphans: (also) items whose owning process has exited.
+    Default (no arguments): orphans only, i.e. items whose owning process has
+    exited or that are older than `ORPHAN_TTL`. older_than: that TTL instead.
+    run alone: all of this run's items, owner alive or not (the owner cleaning
+    up after itself); with orphans or older_than: only that run's orphans.
+    everything: every tbx item, live owners included (`tbx gc --all`).
     """
+    explicit = everything or (run is not None and older_than is None and not orphans)
+    ttl = None if explicit else (ORPHAN_TTL if older_than is None else older_than)
     client = docker_client()
     result = SweepResult()
     for c in client.containers.list(all=True, filters={"label": labels.RUN}, ignore_removed=True):
-        if _selected(c.labels, run, older_than, orphans) and remove_container(c):
+        if not _selected(c.labels, run, ttl):
+            if run is None or c.labels.get(labels.RUN) == run:
+                result.kept_containers[_owner(c.labels) or 0] += 1
+            continue
+        if remove_container(c):
             result.containers.append(c.name)
     for n in client.networks.list(filters={"label": labels.RUN}):
-        if _selected(n.attrs.get("Labels") or {}, run, older_than, orphans):
-            try:
-                n.reload()
-                for cid in n.attrs.get("Containers") or {}:
-                    with contextlib.suppress(docker.errors.NotFound):
-                        if remove_container(client.containers.get(cid)):
-                            result.containers.append(cid[:12])
-                if remove_network(n):
-                    result.networks.append(n.name)
-            except docker.errors.NotFound:
-                pass
+        net_labels = n.attrs.get("Labels") or {}
+        if not _selected(net_labels, run, ttl):
+            if run is None or net_labels.get(labels.RUN) == run:
+                result.kept_networks[_owner(net_labels) or 0] += 1
+            continue
+        try:
+            n.reload()
+            for cid in n.attrs.get("Containers") or {}:
+                try:
+                    if remove_container(client.containers.get(cid)):
+                        result.containers.append(cid[:12])
+                except docker.errors.NotFound:
+                    pass
+            if remove_network(n):
+                result.networks.append(n.name)
+        except docker.errors.NotFound:
+            pass
     return result
 
 

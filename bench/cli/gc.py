@@ -1,27 +1,43 @@
-"""`tbx gc [--all | --run RUN | --older-than SECONDS]`: remove containers and networks tbx left behind."""
+"""`tbx gc [--older-than SECONDS | --run RUN | --all]`: remove containers and networks tbx left behind.
+
+By default only orphans go (their owning process exited, or they are older
+than the TTL); live runs' sandboxes are kept and listed."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from sandbox.labels import ORPHAN_TTL
+
 
 def register(sub: Any) -> None:
-    gc = sub.add_parser("gc", help="remove containers and networks tbx left behind")
-    gc.add_argument("--run", help="only this run's items")
-    gc.add_argument("--older-than", type=float, help="only items older than SECONDS (or whose owner died)")
-    gc.add_argument("--all", action="store_true", help="everything tbx created (the default)")
+    gc = sub.add_parser(
+        "gc",
+        help="remove containers and networks tbx left behind (default: orphans only, "
+        f"i.e. items whose owning process exited or older than {ORPHAN_TTL / 3600:g} h)",
+    )
+    scope = gc.add_mutually_exclusive_group()
+    scope.add_argument("--run", help="all of this run's items, even if its process still runs")
+    scope.add_argument(
+        "--older-than",
+        type=float,
+        help=f"orphans: owner exited or older than SECONDS (default {ORPHAN_TTL:g})",
+    )
+    scope.add_argument(
+        "--all", action="store_true", help="everything tbx created, including live runs' sandboxes"
+    )
     gc.set_defaults(fn=gc_command)
 
 
 def gc_command(args: argparse.Namespace) -> int:
     from sandbox.sweeper import sweep
 
-    if args.run:
+    if args.all:
+        result = sweep(everything=True)
+    elif args.run:
         result = sweep(run=args.run)
-    elif args.older_than is not None:
-        result = sweep(older_than=args.older_than, orphans=True)
     else:
-        result = sweep()
+        result = sweep(older_than=args.older_than)  # orphans only (default TTL unless given)
     print(result)
     return 0

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from bench.cli.proxy import wait_for_interrupt
 from bench.cli.signals import stop_signals_as_interrupt
+from sandbox.labels import ORPHAN_TTL
 
 if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
     from sandbox.proxy import Registration, ToolPolicy
     from sandbox.sandbox import AttemptHandle, SandboxRequest
 
-STALE_AFTER = 6 * 3600.0
+STALE_AFTER = ORPHAN_TTL
 
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:

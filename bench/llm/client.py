@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import random
 import time
@@ -135,6 +136,18 @@ class UsageLedger:
 
 
 # ---------------------------------------------------------------- results
+
+
+def model_text(value: Any) -> str:
+    """A field of the model's reply as text that can be sent and stored: the
+    response is parsed leniently, so a field may be missing, of another JSON type
+    (an `arguments` object instead of its JSON text) or hold lone UTF-16
+    surrogates, which no UTF-8 request or file can carry (they become U+FFFD).
+    What the text means is judged later, as the model's own output."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class ToolCallRequest(BaseModel):
@@ -339,9 +352,10 @@ class LLMClient:
                 continue
             calls.append(
                 ToolCallRequest(
-                    id=tc.id or f"call_{len(messages)}_{i}", name=fn.name, arguments=fn.arguments or ""
+                    id=model_text(tc.id) or f"call_{len(messages)}_{i}",
+                    name=model_text(fn.name),
+                    arguments=model_text(fn.arguments),
                 )
             )
-        return ChatResult(
-            content=msg.content, tool_calls=calls, finish_reason=choice.finish_reason, usage=usage
-        )
+        content = None if msg.content is None else model_text(msg.content)
+        return ChatResult(content=content, tool_calls=calls, finish_reason=choice.finish_reason, usage=usage)

@@ -21,9 +21,12 @@ The conversation ends when
 - the attempt's wall clock runs out: `timeout`;
 - the agent returns an empty completion: `agent_error`.
 
-Every tool call goes through MCP and is recorded, reply included; argument
-text that is not a JSON object cannot be sent and gets an error reply
-(recorded with `via_mcp` False). A model endpoint that stays down raises
+Every tool call goes through MCP and is recorded, reply included. Whatever
+the model emits is the model's responsibility: argument text that is not a
+JSON object (invalid JSON, NaN, too deep, too large, lone UTF-16 surrogates)
+and tool names that cannot be sent get an error reply the model sees
+(recorded with `via_mcp` False) and the attempt goes on; unknown tools are
+answered by the endpoint. A model endpoint that stays down raises
 `ModelEndpointError`, an MCP endpoint that fails raises `McpEndpointError`;
 both carry the partial trajectory in `.trajectory` (system errors: never a
 score).
@@ -55,7 +58,8 @@ from bench.rollout.agents.noop import noop_agent
 from bench.rollout.agents.oracle import oracle_agent
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
-from sandbox.proxy import list_all_tools
+from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
+from sandbox.proxy_relay import UNICODE_PROBLEM, sendable
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
@@ -64,6 +68,8 @@ DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_AGENT_PROMPT = "think"
 # the SDK's own defaults for MCP over HTTP: 30 s to connect / write, 300 s between reads
 MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+# What one call's arguments may take: the proxy's request cap less room for the JSON-RPC envelope.
+MAX_ARGUMENT_BYTES = DEFAULT_MAX_REQUEST_BYTES - 64 * 1024
 
 
 def _default_prompt(bench: Benchmark) -> str:
@@ -122,16 +128,31 @@ def apply_overrides(
     return tools
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_arguments(raw: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """(arguments, None) or (None, why the text is not a JSON object). Empty text means {}."""
+    """(arguments, None) or (None, why the text is not a JSON object that can be sent).
+    Empty text means {}. Whatever the model wrote lands here: every way it can be
+    unusable is a reason for the model, never an exception."""
     if raw is None or not raw.strip():
         return {}, None
+    size = len(raw.encode("utf-8", "replace"))
+    if size > MAX_ARGUMENT_BYTES:
+        return None, f"tool arguments are too large ({size} bytes; at most {MAX_ARGUMENT_BYTES})"
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return None, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except RecursionError:
+        return None, "tool arguments are not valid JSON (nested too deeply)"
+    except ValueError as exc:  # NaN / Infinity, integers past Python's digit limit
+        return None, f"tool arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return None, f"tool arguments must be a JSON object, got {type(value).__name__}"
+    if not sendable(value):
+        return None, UNICODE_PROBLEM
     return value, None
 
 
@@ -233,6 +254,9 @@ class _Run:
             arguments_raw=raw if problem else None,
             agent_turn=self.agent_turns,
         )
+        if problem is None and not sendable(name):
+            # the proxy would answer the same for a name it does not list; this one cannot even be sent
+            problem = f"Unknown tool: {json.dumps(name)}"
         if problem is not None:
             rec.via_mcp, rec.is_error, rec.result = False, True, f"Error: {problem}"
             self.tool_calls.append(rec)

@@ -13,5 +13,9 @@ CREATE ROLE tbx_tool NOLOGIN;
 ALTER ROLE tbx_tool SET statement_timeout = '10s';
 ALTER ROLE tbx_tool SET idle_in_transaction_session_timeout = '60s';
 REVOKE ALL ON DATABASE template1 FROM PUBLIC;
+-- No temporary tables or pg_temp functions: the tool role works on its rows only.
+REVOKE TEMPORARY ON DATABASE postgres FROM PUBLIC;
 SQL
 chown -R postgres:postgres "$T"
+# The WAL tmpfs's mount point (the root filesystem is read-only at run time).
+install -d -o postgres -g postgres -m 0700 /var/lib/pgwal

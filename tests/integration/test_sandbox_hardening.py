@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def assert_hardened(dclient: docker.DockerClient, dexec: Any, handle: AttemptHan
     )
     assert host["Memory"] == MEMORY and host["MemorySwap"] == MEMORY, role
     assert host["PidsLimit"] == LIMITS.pids, role
+    assert LIMITS.cpus and host["NanoCpus"] == int(LIMITS.cpus * 1e9), role  # a CPU quota
     assert host["ReadonlyRootfs"] is True, role
     assert host["IpcMode"] == "private", role
     assert not host["Binds"], role
@@ -118,9 +120,9 @@ def test_tool_role_cannot_escape_its_tables(sandbox_pair: Any) -> None:
         _denied(conn, "SET ROLE postgres")
         _denied(conn, "ALTER ROLE postgres PASSWORD 'x'")
         _denied(conn, "CREATE ROLE probe")
-        # Not asserted: PostgreSQL lets any role change its own statement_timeout (SET or
-        # ALTER ROLE self SET); the role default guards against runaway queries of the
-        # server's own code, it is not a limit a hostile client could not lift.
+        # PostgreSQL lets any role change its own statement_timeout (SET or ALTER ROLE
+        # self SET): the role default is only a default; the limits the role cannot lift
+        # are tested below (test_tool_role_cannot_lift_the_statement_and_idle_limits).
 
 
 def test_statement_timeout_cancels_a_runaway_tool_query(sandbox_pair: Any) -> None:
@@ -184,3 +186,69 @@ def test_typesense_sandbox_is_hardened_and_serves_policy_search(
         code, out = dexec(ts_id, ["timeout", "2", "bash", "-c", probe.format(handle.pg.host, 5432)])
         assert code == 0, out  # the same probe inside the network connects
     assert leftovers(run_id) == ([], [])
+
+
+# Small limits so each one is reached in seconds; the defaults are the same mechanisms.
+TIGHT = Limits(pg_statement_seconds=5, pg_idle_seconds=2, pg_temp_file_limit="8MB", pg_data="96m")
+
+
+@pytest.fixture(scope="module")
+def tight_sandbox(base_images: Any, retail_rows: Any) -> Any:
+    from bench.run.request import seeded_request
+    from sandbox.labels import new_id
+
+    req = seeded_request(
+        {"retail": retail_rows},
+        typesense=False,
+        run_id=new_id("run-it-limits"),
+        limits=TIGHT,
+        images=base_images,
+    )
+    with Sandbox(req) as sb:
+        assert sb.handle is not None
+        yield sb.handle
+    assert leftovers(req.run_id) == ([], [])
+
+
+def test_tool_role_cannot_lift_the_statement_and_idle_limits(tight_sandbox: AttemptHandle) -> None:
+    dsn = tight_sandbox.pg.tool_dsn("retail")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER ROLE tbx_tool SET statement_timeout = 0")  # allowed, and it persists
+        conn.execute("ALTER ROLE tbx_tool SET idle_in_transaction_session_timeout = 0")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
+        conn.execute("SET statement_timeout = 0")
+        t0 = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(60)")
+        assert time.monotonic() - t0 < TIGHT.pg_statement_seconds + 3  # the watchdog ticks every second
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the session survives a cancelled statement
+    with psycopg.connect(dsn) as conn:  # a transaction left open past the idle limit is ended
+        conn.execute("SELECT 1")
+        time.sleep(TIGHT.pg_idle_seconds + 3)
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+
+
+def test_tool_role_has_no_temporary_objects_and_a_temp_file_limit(tight_sandbox: AttemptHandle) -> None:
+    with psycopg.connect(tight_sandbox.pg.tool_dsn("retail"), autocommit=True) as conn:
+        _denied(conn, "CREATE FUNCTION pg_temp.probe() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        _denied(conn, "CREATE TEMP TABLE probe (a int)")
+        _denied(conn, "SET temp_file_limit = -1")
+        _denied(conn, "ALTER ROLE tbx_tool SET temp_file_limit = -1")
+        conn.execute("SET work_mem = '64kB'")
+        with pytest.raises(psycopg.errors.ConfigurationLimitExceeded, match="temp_file_limit"):
+            conn.execute("SELECT count(*) FROM generate_series(1, 2000000)")  # the function's result spills
+
+
+def test_filling_the_data_tmpfs_is_a_clean_error(tight_sandbox: AttemptHandle) -> None:
+    """Row rights are enough to write until the data tmpfs is full: the statement fails
+    with "No space left on device", PostgreSQL stays up, and the judge still reads the state."""
+    with psycopg.connect(tight_sandbox.pg.tool_dsn("retail"), autocommit=True) as conn:
+        filler = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 2000) g)"
+        with pytest.raises(psycopg.errors.DiskFull, match="No space left on device"):
+            for _ in range(2000):
+                conn.execute(f"UPDATE zendesk_tickets SET subject = {filler}")
+    with psycopg.connect(tight_sandbox.pg.admin_dsn("retail"), autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM zendesk_tickets").fetchone()
+        assert row is not None and row[0] > 0

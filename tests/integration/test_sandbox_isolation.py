@@ -97,9 +97,9 @@ def test_sandbox_networks_cannot_reach_each_other(sandbox_pair: Any, dexec: Any)
         assert other != 0, f"{here.attempt_id} reached {there.attempt_id}'s postgres"
         mcp_host = there.servers["retail"].split("//")[1].split(":")[0]
         assert dexec.connect_errno(server, mcp_host, 8000) != 0
-        # The other attempt's service names do not resolve to anything reachable either.
+        # No service names resolve at all: peers are addressed by IP (test_sandbox_dns.py).
         code, out = dexec(server, ["getent", "hosts", "postgres"])
-        assert code == 0 and out.split()[0] == here.pg.host
+        assert code != 0, out
 
 
 def test_dropped_packets_not_refused(sandbox_pair: Any, dexec: Any) -> None:

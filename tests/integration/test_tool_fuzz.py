@@ -41,7 +41,7 @@ from psycopg import sql
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.run.request import sandbox_request
-from sandbox.proxy import ProxyServer, Registration, proxy_client
+from sandbox.proxy import ProxyServer, RegisterRequest, Registration, proxy_client
 from sandbox.sandbox import Sandbox, schema_name
 from sandbox.sweeper import leftovers, sweep
 
@@ -259,7 +259,7 @@ def test_every_tool_survives_generated_arguments(domain: str, bench: Benchmark, 
             handle = sb.handle
             columns_before = _columns(handle.pg.admin_dsn(domain), domain)
             # Every tool the server lists (no allow-list): the fuzz covers more than one scenario shows.
-            reg = proxy.register(handle.attempt_id, handle.servers, None, {})
+            reg = proxy.register(RegisterRequest.for_sandbox(handle))
             caller = ToolCaller(reg)
             state = Fingerprint(handle.pg.admin_dsn(domain), domain)
             try:
@@ -277,7 +277,8 @@ def test_every_tool_survives_generated_arguments(domain: str, bench: Benchmark, 
                 caller.close()
                 proxy.unregister(reg.token)
             health = handle.servers[domain].rsplit("/mcp", 1)[0] + "/healthz"
-            assert httpx.get(health, timeout=5).status_code == 200, f"{domain} server no longer healthy"
+            healthy = httpx.get(health, headers=handle.server_headers, timeout=5).status_code
+            assert healthy == 200, f"{domain} server no longer healthy"
             assert _columns(handle.pg.admin_dsn(domain), domain) == columns_before, (
                 f"{domain}: a table or column was dropped or altered"
             )
