@@ -251,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cost-role", dest="cost_roles", action="append", help="role whose spend counts (default: agent)"
     )
     rep.set_defaults(fn=_report)
+
+    from bench.cli.view import add_parser as add_view
+
+    add_view(sub)
     return p
 
 
