@@ -64,8 +64,8 @@ def view_command(args: argparse.Namespace) -> int:
         print(f"tbx view: {note}", file=sys.stderr)
     print(
         f"wrote {site / 'index.html'}: {result.tasks} tasks, {result.attempts} attempts "
-        f"from {result.runs} run(s) in {result.seconds:.1f} s"
-        + (f"; linked from {report_html}" if write else "")
+        f"({result.rendered} pages rendered, the rest unchanged) from {result.runs} run(s) "
+        f"in {result.seconds:.1f} s" + (f"; linked from {report_html}" if write else "")
     )
     if not args.serve:
         return 0

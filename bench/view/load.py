@@ -26,7 +26,7 @@ from bench.report.metrics import manifest_prices, manifest_repeats, manifest_rol
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from judge.canonical import State
-from judge.records import AttemptRecord, _load_state
+from judge.records import AttemptRecord
 
 
 @dataclass
@@ -128,15 +128,25 @@ def _resolve(run: Run, ref: Any, default: str | None) -> Path | None:
     return p if p.is_absolute() else run.path / p
 
 
+def source_paths(run: Run, row: ResultRow) -> tuple[Path | None, Path | None]:
+    """Where a row's attempt record and trajectory are (they may not exist)."""
+    attempt_id = getattr(row, "attempt_id", None)
+    aid = attempt_id if isinstance(attempt_id, str) else None
+    extra = row.model_extra or {}
+    error = run.errors.get(aid) if aid is not None else None
+    record_path = _resolve(run, extra.get("attempt_file"), f"attempts/{aid}.json" if aid else None)
+    traj_ref = extra.get("trajectory") or (error or {}).get("trajectory")
+    traj_path = _resolve(run, traj_ref, f"trajectories/{aid}.json" if aid else None)
+    return record_path, traj_path
+
+
 def load_attempt(run: Run, row: ResultRow) -> Attempt:
     """The attempt record and trajectory of one row, where they exist."""
     out = Attempt(run=run, row=row)
     attempt_id = getattr(row, "attempt_id", None)
-    aid = attempt_id if isinstance(attempt_id, str) else None
-    if aid is not None:
-        out.error = run.errors.get(aid)
-    extra = row.model_extra or {}
-    record_path = _resolve(run, extra.get("attempt_file"), f"attempts/{aid}.json" if aid else None)
+    if isinstance(attempt_id, str):
+        out.error = run.errors.get(attempt_id)
+    record_path, traj_path = source_paths(run, row)
     if record_path is not None:
         try:
             out.record = AttemptRecord.model_validate_json(record_path.read_bytes())
@@ -144,8 +154,6 @@ def load_attempt(run: Run, row: ResultRow) -> Attempt:
             out.notes.append(f"no attempt record at {record_path.relative_to(run.path)}")
         except (OSError, ValidationError, ValueError) as exc:
             out.notes.append(f"attempt record {record_path.name} unreadable: {_first_line(exc)}")
-    traj_ref = extra.get("trajectory") or (out.error or {}).get("trajectory")
-    traj_path = _resolve(run, traj_ref, f"trajectories/{aid}.json" if aid else None)
     if traj_path is not None and traj_path.is_file():
         try:
             out.trajectory = Trajectory.model_validate_json(traj_path.read_bytes())
@@ -193,11 +201,6 @@ def task_of(bench: Benchmark | None, task_id: str) -> Task | None:
         return bench.task(task_id)
     except KeyError:
         return None
-
-
-def read_state(run: Run, ref: str | None) -> State | None:
-    """A state file named relative to the run's attempts/ directory (as records do)."""
-    return _load_state(run.path / "attempts", ref)
 
 
 def json_text(value: Any) -> str:

@@ -314,8 +314,14 @@ def conversation(traj: Trajectory) -> list[str]:
             inner = _text(m.content)
             for tc in m.tool_calls or []:
                 fn = tc.get("function") or {}
-                cid = tc.get("id")
-                inner += f'<div class="call">→ {_e(fn.get("name"))}</div><pre>{_arguments(fn.get("arguments"))}</pre>'
+                parsed = calls.get(tc.get("id") or "")
+                # the recorded call holds the arguments parsed already (None: not a JSON object)
+                args = (
+                    parsed.arguments
+                    if parsed is not None and parsed.arguments is not None
+                    else fn.get("arguments")
+                )
+                inner += f'<div class="call">→ {_e(fn.get("name"))}</div><pre>{_arguments(args)}</pre>'
             out.append(_message("agent", "assistant", inner))
             for tc in m.tool_calls or []:
                 cid = tc.get("id")

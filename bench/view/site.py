@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.view import assets, pages
+from bench.view import assets, cache, pages
 from bench.view.diff import group
 from bench.view.load import Attempt, Run, load_attempt, load_dataset, open_runs, task_of
 from bench.view.summary import Summary, summarize, task_rows
@@ -38,6 +38,7 @@ class SiteResult:
     runs: int = 0
     tasks: int = 0
     attempts: int = 0
+    rendered: int = 0  # attempt pages written (the others were unchanged)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -59,11 +60,19 @@ def prepare(out: Path) -> None:
             raise SiteError(f"{out} exists and is not a directory")
         if any(out.iterdir()) and not (out / SITE_MARKER).exists():
             raise SiteError(f"{out} is not empty and was not written by tbx view; choose another --out")
-        for sub in ("tasks", "attempts", "data", "assets"):
+        # attempts/ stays: unchanged attempt pages are kept (bench.view.cache)
+        for sub in ("tasks", "assets"):
             shutil.rmtree(out / sub, ignore_errors=True)
     for sub in ("tasks", "attempts", "data", "assets"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     (out / SITE_MARKER).write_text("written by tbx view\n")
+
+
+def _remove_stale(out: Path, hrefs: set[str]) -> None:
+    """Attempt pages of rows that are gone (a run set aside, fewer runs given)."""
+    for page in (out / "attempts").glob("*/*.html"):
+        if page.relative_to(out).as_posix() not in hrefs:
+            page.unlink()
 
 
 def _specs(domain: str, cache: dict[str, list[TableSpec]]) -> list[TableSpec]:
@@ -137,13 +146,28 @@ def build_site(
     specs: dict[str, list[TableSpec]] = {}
     texts: dict[str, Any] = {}
     summaries: list[Summary] = []
+    previous = cache.load(out)
+    groups: dict[str, Any] = {}
+    dataset_id = str(bench.root if bench is not None else dataset_note)
     for run in runs:
         (out / "attempts" / f"r{run.index}").mkdir(parents=True, exist_ok=True)
-        for _task_id, group_rows in itertools.groupby(run.rows, key=lambda r: r.task_id):
-            attempts = [load_attempt(run, row) for row in group_rows]
-            summaries += _attempt_pages(out, run, attempts, bench, specs, texts)
+        context = cache.run_context(run, dataset_id)
+        for task_id, group_iter in itertools.groupby(run.rows, key=lambda r: r.task_id):
+            group_rows = list(group_iter)
+            name = f"r{run.index}/{task_id}"
+            key = cache.group_key(run, group_rows, context)
+            done = cache.kept(out, previous.get(name), key)
+            if done is None:
+                done = _attempt_pages(
+                    out, run, [load_attempt(run, r) for r in group_rows], bench, specs, texts
+                )
+                result.rendered += len(done)
+            groups[name] = cache.entry(key, done)
+            summaries += done
             if progress is not None:
                 progress(len(summaries), total)
+    cache.save(out, groups)
+    _remove_stale(out, {s.href for s in summaries})
     rows = task_rows(summaries, [r.repeats for r in runs])
     for t in rows:
         if t.task_id not in texts:

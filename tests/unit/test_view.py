@@ -295,3 +295,20 @@ def test_serve_on_loopback_only_the_site(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_rebuild_renders_only_changed_tasks(tmp_path: Path) -> None:
+    run = write_run(tmp_path)
+    site = tmp_path / "site"
+    assert build_site([run], site).rendered == 4
+    assert build_site([run], site).rendered == 0  # nothing changed: every page kept
+    # a regrade rewrites one task's row and record: only that task's two pages are rendered again
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    rows[1]["passed"] = True
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = build_site([run], site)
+    assert res.rendered == 2 and res.attempts == 4
+    # rows that are gone take their pages with them
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    res = build_site([run], site)
+    assert res.rendered == 0 and len(list(site.glob("attempts/r0/*.html"))) == 2
