@@ -18,6 +18,7 @@ Usage::
 
     python benchmarks/view_scale.py [--tasks 507] [--repeats 20] [--dir DIR] [--keep]
     python benchmarks/view_scale.py --generate-only --dir DIR
+    python benchmarks/view_scale.py --reuse --dir DIR       # measure a directory generated before
 """
 
 from __future__ import annotations
@@ -260,13 +261,18 @@ def main() -> int:
     ap.add_argument("--dir", help="where to generate (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the generated directory")
     ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="measure DIR as generated before (no generation)")
     args = ap.parse_args()
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tbx-view-scale-"))
     run = root / "run"
     try:
         t = time.monotonic()
-        n = generate(run, args.tasks, args.repeats)
-        print(f"generated {n} attempts in {time.monotonic() - t:.1f} s: {run}")
+        if args.reuse:
+            n = sum(1 for line in (run / "results.jsonl").open() if line.strip())
+            shutil.rmtree(run / "view", ignore_errors=True)
+        else:
+            n = generate(run, args.tasks, args.repeats)
+            print(f"generated {n} attempts in {time.monotonic() - t:.1f} s: {run}")
         if args.generate_only:
             return 0
         tbx = Path(sys.executable).with_name("tbx")

@@ -529,7 +529,7 @@ def attempt_page(
         body.append('<p class="note">No conversation was recorded.</p>')
     if rec is not None and rec.final_message:
         body.append(
-            _message("final message (what the rubric judge read)", "assistant", _text(rec.final_message))
+            _message("final message", "assistant", _text(rec.final_message))
         )
 
     body.append('<h2 id="effects">Effects against the golden end state</h2>')
