@@ -5,8 +5,11 @@ k=20 ThinkingBox-Bench run (507 tasks × 20 repeats = 10 140 attempts), then tim
   as a subprocess, like a user runs it;
 * the tasks page in headless Chromium: wall time of `chromium --dump-dom`
   against a blank page's (the browser's own start-up), and the page's own
-  figure (navigation start to the rows being in the DOM, `performance.now()`);
-* the same for a filtered tasks page and for one attempt page.
+  figure (navigation start to the load event, by which the rows are in the DOM:
+  `performance.now()`), and the same figures for a blank page;
+* the same for a filtered tasks page and for one attempt page;
+* `tbx view` again with nothing changed, and as baselines in the same run
+  `tbx report` on the same directory and `tbx --help`.
 
 The generated directory has the real formats (results.jsonl rows, AttemptRecords
 with verdicts, labelled differences and effects, trajectories, gzip terminal
@@ -289,12 +292,24 @@ def main() -> int:
         print(
             f"tbx view: {view_s:.1f} s wall for {n} attempts ({view_s / n * 1000:.2f} ms per attempt); site {size / 2**20:.0f} MiB, data/tasks.js {data / 2**10:.0f} KiB"
         )
+        t = time.monotonic()
+        again = subprocess.run([str(tbx), "view", str(run)], capture_output=True, text=True)
+        print(f"tbx view again, nothing changed: {time.monotonic() - t:.1f} s wall ({again.stdout.strip()})")
+        t = time.monotonic()
+        subprocess.run([str(tbx), "report", str(run)], capture_output=True, text=True)
+        print(f"baseline, tbx report on the same run: {time.monotonic() - t:.1f} s wall")
+        t = time.monotonic()
+        subprocess.run([str(tbx), "--help"], capture_output=True, text=True)
+        print(f"baseline, tbx --help (interpreter start and imports): {time.monotonic() - t:.1f} s wall")
         binary = chromium()
         profile = root / "profile"
         blank = root / "blank.html"
         blank.write_text("<!DOCTYPE html><html><body></body></html>")
         blank_s = min(dump(binary, profile, blank.as_uri())[0] for _ in range(3))
-        print(f"chromium --dump-dom of a blank page: {blank_s:.2f} s (best of 3)")
+        blank_ms = min(probe(binary, profile, blank).get("ms", float("nan")) for _ in range(3))
+        print(
+            f"chromium --dump-dom of a blank page: {blank_s:.2f} s wall, in-page {blank_ms:.0f} ms (best of 3)"
+        )
         for name, page, frag in (
             ("tasks page", site / "index.html", ""),
             ("tasks page, filtered (signature, flaky)", site / "index.html", "#sig=tool_use&status=flaky"),

@@ -209,3 +209,32 @@ def test_links_work_offline(site: Path, tmp_path: Path) -> None:
             assert "@import" not in text and "url(" not in text, f
     report = (site.parent / "report.html").read_text()
     assert 'href="view/index.html"' in report
+
+
+def test_view_of_a_regraded_run(demo_runs: list[Path], tbx: str, tmp_path: Path) -> None:
+    """`tbx judge regrade` rewrites the records and rows in place; the view reads them back."""
+    import shutil
+
+    copy = tmp_path / "regraded"
+    shutil.copytree(demo_runs[0], copy, ignore=shutil.ignore_patterns("view", "report.*"))
+    proc = subprocess.run(
+        [tbx, "judge", "regrade", str(copy), "--dataset", str(DEMO)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    # Regrade cannot judge the rubric tasks of a --skip-rubrics run (no answers recorded):
+    # it reports them and leaves their rows alone; every other attempt is regraded.
+    problems = [line for line in proc.stdout.splitlines() if line.startswith("  ") and ".json:" in line]
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all("no usable rubric answers" in line for line in problems), problems
+    assert "regraded" in proc.stdout
+    proc = subprocess.run([tbx, "view", str(copy)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    page = dom((copy / "view" / "index.html").as_uri(), tmp_path / "p")
+    rows = task_rows(page)
+    regraded = rows_of(copy)
+    assert set(rows) == {r["task_id"] for r in regraded}
+    for task, row_html in rows.items():
+        passes = sum(r["passed"] for r in regraded if r["task_id"] == task)
+        assert row_html.count('data-mark="p"') == passes
