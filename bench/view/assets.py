@@ -51,6 +51,8 @@ tr.hl td{background:#fff6d6}tr.hl td.expected,td.expected{background:#e3f4e7}tr.
 .diffrow{margin:6px 0 12px}.what{font-weight:600}
 details>summary{cursor:pointer;color:#2a5db0}
 .grid{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}
+#tasks td:nth-last-child(-n+2),table.attempts td:last-child{max-width:460px;overflow-wrap:anywhere}
+table.fields td,table.row td{max-width:620px;overflow-wrap:anywhere}
 """
 
 TASKS_JS = r"""
@@ -110,15 +112,20 @@ TASKS_JS = r"""
   var SORTS = {
     id: function (t) { return t.id; },
     domain: function (t) { return t.d + "\u0000" + t.id; },
-    rate: function (t) { return t.n ? t.p / t.n : -1; },
+    rate: function (t, r) {
+      var x = r === undefined ? t : t.runs[r];
+      return x && x.n ? x.p / x.n : -1;
+    },
     sig: function (t) { return (t.s || "\uffff") + "\u0000" + t.id; },
     diff: function (t) { return (t.diff || "\uffff") + "\u0000" + t.id; }
   };
   function sorted(list, sort) {
-    var desc = sort.charAt(0) === "-", key = SORTS[desc ? sort.slice(1) : sort] || SORTS.id;
+    // "rate" sorts by the pass rate over every run, "rate:1" by run 1's
+    var desc = sort.charAt(0) === "-", name = desc ? sort.slice(1) : sort, parts = name.split(":");
+    var key = SORTS[parts[0]] || SORTS.id, run = parts.length > 1 ? parseInt(parts[1], 10) : undefined;
     var out = list.slice();
     out.sort(function (a, b) {
-      var x = key(a), y = key(b), c = x < y ? -1 : x > y ? 1 : 0;
+      var x = key(a, run), y = key(b, run), c = x < y ? -1 : x > y ? 1 : 0;
       if (c === 0) c = a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
       return desc ? -c : c;
     });
@@ -176,7 +183,9 @@ TASKS_JS = r"""
   }
   function header(st) {
     var cols = [["id", "task"], ["domain", "domain"]];
-    D.runs.forEach(function (r) { cols.push(["rate", r.label + " (K=" + r.k + ")"]); });
+    D.runs.forEach(function (r, i) {
+      cols.push([D.runs.length > 1 ? "rate:" + i : "rate", r.label + " (K=" + r.k + ")"]);
+    });
     cols.push(["sig", "most common signature"], ["diff", "most common difference"]);
     return "<tr>" + cols.map(function (c) {
       var arrow = st.sort === c[0] ? " \u25b2" : st.sort === "-" + c[0] ? " \u25bc" : "";

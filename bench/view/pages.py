@@ -211,7 +211,7 @@ def task_page(
         body.append(
             "<ol>"
             + "".join(
-                f'<li><span class="call">{_e(tool)}</span><pre>{_e(_pretty(params))}</pre></li>'
+                f'<li><span class="call">{_e(tool)}</span><pre>{_arguments(params)}</pre></li>'
                 for tool, params in golden_calls
             )
             + "</ol>"
@@ -528,9 +528,7 @@ def attempt_page(
     else:
         body.append('<p class="note">No conversation was recorded.</p>')
     if rec is not None and rec.final_message:
-        body.append(
-            _message("final message", "assistant", _text(rec.final_message))
-        )
+        body.append(_message("final message", "assistant", _text(rec.final_message)))
 
     body.append('<h2 id="effects">Effects against the golden end state</h2>')
     if verdict is None:
