@@ -84,6 +84,7 @@ class Attempt:
         return self.run.path / "attempts"
 
 
+REPO = Path(__file__).resolve().parents[2]
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -177,7 +178,9 @@ def load_dataset(runs: list[Run], override: Path | None) -> tuple[Benchmark | No
             d = run.manifest.get("dataset")
             if isinstance(d, str) and d:
                 p = Path(d)
-                candidates += [p] if p.is_absolute() else [p, run.path / p]
+                # a relative path was relative to where `tbx run` ran: often this checkout
+                # (`--dataset bench/packs/demo`)
+                candidates += [p] if p.is_absolute() else [p, run.path / p, REPO / p]
     tried: list[str] = []
     for p in candidates:
         if not p.is_dir():

@@ -10,17 +10,20 @@ import re
 import threading
 import urllib.error
 import urllib.request
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.cli.main import main
+from bench.dataset import load_benchmark
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
+from bench.run.golden import golden_calls
 from bench.view.diff import group, label
 from bench.view.serve import make_server, url_of
 from bench.view.site import SiteError, build_site
-from bench.view.summary import FAIL, PASS, Summary, task_rows
+from bench.view.summary import FAIL, PASS, Summary, task_href, task_rows
 from judge.canonical import canonical_bytes
 from judge.records import AttemptRecord, Difference, Verdict, write_attempt
 from servers.registry import load_domain
@@ -312,3 +315,22 @@ def test_rebuild_renders_only_changed_tasks(tmp_path: Path) -> None:
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
     res = build_site([run], site)
     assert res.rendered == 0 and len(list(site.glob("attempts/r0/*.html"))) == 2
+
+
+def test_task_page_texts_from_the_manifest_dataset(tmp_path: Path) -> None:
+    demo = load_benchmark(Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo", strict=False)
+    task = next(t for t in demo.tasks if t.user_context)
+    run = write_run(tmp_path)
+    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["task_id"] = task.id if r["task_id"] == "demo.py:t_one" else r["task_id"]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # a relative dataset path, as `tbx run --dataset bench/packs/demo` records it
+    (run / "manifest.json").write_text(json.dumps({"run_name": "demo", "dataset": "bench/packs/demo"}))
+    res = build_site([run], tmp_path / "site")
+    assert not res.notes
+    page = (tmp_path / "site" / task_href(task.id)).read_text()
+    assert escape(task.query) in page and escape(task.user_context or "") in page
+    calls = golden_calls(demo, task)
+    assert f"Golden calls ({len(calls)})" in page and calls
+    assert all(f'<span class="call">{escape(tool)}</span>' in page for tool, _ in calls)
