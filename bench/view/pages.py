@@ -207,7 +207,7 @@ def task_page(
         if rubrics:
             body.append("<h2>Rubrics (yes/no, asked of the final message)</h2>")
             body.append("<ol>" + "".join(f"<li>{_e(q)}</li>" for q in rubrics) + "</ol>")
-        body.append(f"<h2>Golden calls ({len(golden_calls)})</h2>")
+        body.append(f'<h2 id="golden">Golden calls ({len(golden_calls)})</h2>')
         body.append(
             "<ol>"
             + "".join(
@@ -487,7 +487,8 @@ def attempt_page(
             '<div class="msg error-box"><div class="who">why it failed</div><ul>'
             + "".join(f"<li><code>{_e(w)}</code></li>" for w in why)
             + (f"<li>… {more} more</li>" if more > 0 else "")
-            + '</ul><a href="#effects">the effects diff</a> · <a href="#conversation">the conversation</a></div>'
+            + '</ul><a href="#effects">the effects diff</a> · <a href="#conversation">the conversation</a> · '
+            + f'<a href="{root}{task_href(row.task_id)}#golden">the golden calls</a></div>'
         )
     if row.system_error:
         tb = (a.error or {}).get("traceback")
