@@ -148,11 +148,14 @@ def load_attempt(run: Run, row: ResultRow) -> Attempt:
     if isinstance(attempt_id, str):
         out.error = run.errors.get(attempt_id)
     record_path, traj_path = source_paths(run, row)
-    if record_path is not None:
+    if record_path is None:
+        out.notes.append("the results row names no attempt record (no attempt_id or attempt_file)")
+    else:
         try:
             out.record = AttemptRecord.model_validate_json(record_path.read_bytes())
         except FileNotFoundError:
-            out.notes.append(f"no attempt record at {record_path.relative_to(run.path)}")
+            shown = record_path.relative_to(run.path) if record_path.is_relative_to(run.path) else record_path
+            out.notes.append(f"no attempt record at {shown}")
         except (OSError, ValidationError, ValueError) as exc:
             out.notes.append(f"attempt record {record_path.name} unreadable: {_first_line(exc)}")
     if traj_path is not None and traj_path.is_file():
