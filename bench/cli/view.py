@@ -22,8 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "dirs", nargs="+", metavar="OUT", help="run directories (output of tbx run / judge regrade)"
     )
-    p.add_argument("--out", help="where report.html and view/ go (default: the run dir, or ./tbx-report)")
-    p.add_argument("--dataset", help="benchmark directory for task texts (default: the manifest's)")
+    p.add_argument(
+        "--out", metavar="DIR", help="where report.html and view/ go (default: the run dir, or ./tbx-report)"
+    )
+    p.add_argument(
+        "--dataset", metavar="DIR", help="benchmark directory for task texts (default: the manifest's)"
+    )
     p.add_argument("--no-report", action="store_true", help="write the site only, leave report.html alone")
     p.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
