@@ -223,8 +223,8 @@ def task_page(
         "finish reason",
         "turns (user/agent)",
         "tool calls",
-        "tokens",
-        "cost",
+        "tokens (all roles)",
+        "cost (all roles)",
         "duration s",
         "first difference",
     ]
@@ -471,7 +471,7 @@ def attempt_page(
         f"<h1>{_e(row.task_id)} · repeat {row.repeat}</h1>",
         f"<p>{_verdict(s.mark)} {_sig(s.signature)} · run <b>{_e(a.run.label)}</b> · finish reason "
         f"<b>{_e(s.finish_reason or '—')}</b> · {fmt_num(s.tool_calls)} tool calls · "
-        f"{fmt_num(s.tokens)} tokens · {fmt_usd(s.cost)} · {fmt_num(s.duration)} s · other repeats {_strip(strip, root, s.attempt_id)}</p>",
+        f"{fmt_num(s.tokens)} tokens · {fmt_usd(s.cost)} (all roles) · {fmt_num(s.duration)} s · other repeats {_strip(strip, root, s.attempt_id)}</p>",
         f'<p class="note">attempt <code>{_e(a.attempt_id)}</code></p>',
     ]
     body += [f'<p class="note">{_e(n)}</p>' for n in a.notes]
