@@ -48,7 +48,11 @@ def demo_runs(tbx: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[li
         cmd = [tbx, "run", "--dataset", str(DEMO), "--agent", agent, "--repeat", "2", "--skip-rubrics"]
         cmd += ["--concurrency", "2", "--plain", "--name", agent, "--out", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        # 3: some attempts ended in system errors (a busy machine's container start-up);
+        # they are rows too, shown as such, and the tests count them apart
+        assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
+        valid = [r for r in rows_of(out) if not r["system_error"]]
+        assert len(valid) >= 20, f"{agent}: only {len(valid)} of 30 attempts judged"
         runs.append(out)
     yield runs
 
