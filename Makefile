@@ -22,7 +22,8 @@ ifeq ($(CONFIG),)
 	$(BIN)/tbx run --dataset $(DATASET) --agent oracle --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --restart-on-change --out $(RESULTS)/demo-oracle --name oracle
 	$(BIN)/tbx run --dataset $(DATASET) --agent chaos --repeat $(K) --concurrency $(CONCURRENCY) --skip-rubrics --restart-on-change --out $(RESULTS)/demo-chaos --name chaos
 	$(BIN)/tbx report $(RESULTS)/demo-oracle $(RESULTS)/demo-chaos --out $(RESULTS)/demo-report
-	@echo "report: $(RESULTS)/demo-report/report.html (and report.md)"
+	$(BIN)/tbx view $(RESULTS)/demo-oracle $(RESULTS)/demo-chaos --out $(RESULTS)/demo-report
+	@echo "report: $(RESULTS)/demo-report/report.html (and report.md); tasks and attempts: $(RESULTS)/demo-report/view/index.html"
 else
 	$(BIN)/tbx run --dataset $(DATASET) --agent $(AGENT) --config $(CONFIG) --repeat $(K) --concurrency $(CONCURRENCY) --out $(RESULTS)/$(notdir $(basename $(CONFIG)))
 	$(BIN)/tbx report $(RESULTS)/$(notdir $(basename $(CONFIG)))

@@ -19,11 +19,11 @@ import argparse
 import logging
 import sys
 
-from bench.cli import conformance, gc, images, proxy, regrade, report, run, signals, tasks, up
+from bench.cli import conformance, gc, images, proxy, regrade, report, run, signals, tasks, up, view
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
 
-COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report)
+COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, view)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -311,13 +311,19 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], cls: str) 
     )
 
 
-def render_html(report: Report) -> str:
+def render_html(report: Report, view_href: str | None = None) -> str:
+    """`view_href`: the relative link to the `tbx view` site of these runs, if one exists."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>tbx report</title><style>{CSS}</style></head><body>",
         "<h1>tbx report</h1>",
+        *(
+            [f'<p><a href="{escape(view_href)}">Browse tasks and attempts: why did an attempt fail?</a></p>']
+            if view_href
+            else []
+        ),
         '<p class="note">pass@1: mean over tasks of each task\'s pass rate, 95% Wilson interval over '
         "tasks. System errors are outside every denominator and counted beside them. pass^k: all of k "
         f"attempts pass. Costs: {escape(', '.join(sorted({x for r in report.runs for x in r.cost.roles})))} "

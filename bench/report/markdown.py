@@ -309,6 +309,7 @@ def write_report(report: Report, out: str | Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"md": out / "report.md", "html": out / "report.html", "json": out / "report.json"}
     paths["md"].write_text(render_markdown(report))
-    paths["html"].write_text(render_html(report))
+    view = out / "view" / "index.html"  # written by `tbx view`
+    paths["html"].write_text(render_html(report, "view/index.html" if view.is_file() else None))
     paths["json"].write_text(json.dumps(report_json(report), indent=2) + "\n")
     return paths
