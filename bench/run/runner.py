@@ -41,6 +41,7 @@ from bench.llm.config import ModelsConfig
 from bench.replay.sandboxed import dump_state
 from bench.rollout.agent_loop import AgentClients, run_attempt_agent
 from bench.rollout.trajectory import Trajectory
+from bench.run.admission import admit_run, set_usage
 from bench.run.golden import GoldenStore
 from bench.run.regrade import task_rubrics
 from bench.run.request import sandbox_request
@@ -49,6 +50,7 @@ from judge.canonical import State, canonical_bytes
 from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, write_attempt
 from judge.rubric import JudgeModelConfig, RubricJudge
 from judge.verdict import decide
+from sandbox.admission import AdmissionError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
 from sandbox.proxy import ProxyCall, ProxyServer
@@ -98,17 +100,18 @@ def default_concurrency(model_agent: bool = False) -> int:
     return max(1, min(cores, by_memory // 2))
 
 
-def check_memory(concurrency: int, warm: int = 0) -> None:
+def check_memory(
+    bench: Benchmark, tasks: list[Task], concurrency: int, warm: int | None, runtime: str | None = None
+) -> int:
+    """Admit the run by measured use (bench.run.admission): one live set per domain is
+    measured once per image build; returns the warm pool size per domain (`warm=None`:
+    the largest that fits, up to the concurrency). Exits with the reason otherwise."""
     try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        return
-    need = (concurrency + warm) * MEMORY_PER_ATTEMPT_GIB
-    if need > mem_gib:
-        raise SystemExit(
-            f"tbx run: concurrency {concurrency} with {warm} warm sandboxes needs ~{need:.0f} GiB, "
-            f"this machine has {mem_gib:.0f} GiB; lower --concurrency or --warm"
-        )
+        images = resolve_images(True)
+        usage = asyncio.run(set_usage(bench, tasks, images, runtime=runtime))
+        return admit_run(usage, concurrency, warm).warm
+    except AdmissionError as exc:
+        raise SystemExit(f"tbx run: {exc}") from exc
 
 
 # ---- output files -----------------------------------------------------------

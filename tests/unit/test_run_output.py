@@ -100,16 +100,14 @@ def test_default_concurrency_fits_cores_and_memory(
 ) -> None:
     import os
 
-    from bench.run.runner import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
+    from bench.run.runner import MEMORY_PER_ATTEMPT_GIB, default_concurrency
 
     page = 4096
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     monkeypatch.setattr(os, "sysconf", lambda name: page if name == "SC_PAGE_SIZE" else gib * 2**30 // page)
     assert default_concurrency() == builtin
     assert default_concurrency(model_agent=True) == model
-    # The default leaves room for a warm pool as large as the concurrency.
+    # The default leaves room for a warm pool as large as the concurrency even by the
+    # containers' limits; admission by measured use (tests/unit/test_admission.py) admits more.
     for c in (builtin, model):
         assert 2 * c * MEMORY_PER_ATTEMPT_GIB <= gib
-        check_memory(c, warm=c)
-    with pytest.raises(SystemExit, match="lower --concurrency or --warm"):
-        check_memory(gib, warm=gib)
