@@ -15,6 +15,6 @@ def zendesk_tools(variant: str) -> tuple[Tool, ...]:
     if variant not in VARIANTS:
         raise ValueError(f"unknown Zendesk variant {variant!r}")
     from servers.zendesk.tools import build_tools
-    from servers.zendesk.variants import VARIANT_CONFIGS
+    from servers.zendesk.variants import variant_config
 
-    return build_tools(VARIANT_CONFIGS[variant])
+    return build_tools(variant_config(variant))

@@ -3,6 +3,7 @@ per variant (the tools themselves are shared, see `servers.zendesk.tools`)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 
@@ -50,31 +51,18 @@ class Variant:
 
 GENERIC = Variant(name="generic", null_clears_lists=True, full_comparisons=False)
 
-AUTO_INSURANCE = Variant(
-    name="auto_insurance",
-    ticket_fields=custom_ticket_fields("auto_insurance"),
-    status_violations=True,
-)
-
-CONSULTING = Variant(
-    name="consulting",
-    ticket_fields=custom_ticket_fields("consulting"),
-    status_violations=True,
-)
-
-NEOBANK = Variant(
-    name="neobank",
-    ticket_fields=custom_ticket_fields("neobank"),
-    csv_lists=True,
-    status_violations=True,
-)
-
-TRAVEL = Variant(
-    name="travel",
-    ticket_fields=custom_ticket_fields("travel"),
-    travel_tags=True,
-)
-
-VARIANT_CONFIGS: dict[str, Variant] = {
-    v.name: v for v in (GENERIC, AUTO_INSURANCE, CONSULTING, NEOBANK, TRAVEL)
+# Built on first use: a variant reads its domain's table metadata, and a server
+# container of one domain should not import the other four domains' tables.
+_DOMAIN_VARIANTS: dict[str, dict[str, bool]] = {
+    "auto_insurance": {"status_violations": True},
+    "consulting": {"status_violations": True},
+    "neobank": {"csv_lists": True, "status_violations": True},
+    "travel": {"travel_tags": True},
 }
+
+
+@functools.cache
+def variant_config(name: str) -> Variant:
+    if name == GENERIC.name:
+        return GENERIC
+    return Variant(name=name, ticket_fields=custom_ticket_fields(name), **_DOMAIN_VARIANTS[name])
