@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import docker.errors
 import httpx
@@ -55,6 +55,9 @@ from sandbox.services import (
 from servers.engine.seeding import DataPatchError, load_state
 from servers.engine.store import TOOL_ROLE
 from servers.registry import load_domain
+
+if TYPE_CHECKING:
+    from sandbox.teardown import Reaper
 
 POLL_INTERVAL = 0.01
 POLICY_COLLECTION = "policies"
@@ -475,6 +478,9 @@ class AsyncSandbox:
     def __init__(self, request: SandboxRequest):
         self.sandbox = Sandbox(request)
         self._started = False
+        # With a reaper (sandbox.teardown), leaving the block hands the set over for
+        # removal in the background instead of waiting for Docker.
+        self.reaper: Reaper | None = None
 
     @classmethod
     def adopt(cls, sandbox: Sandbox) -> AsyncSandbox:
@@ -502,6 +508,9 @@ class AsyncSandbox:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.reaper is not None:
+            await asyncio.shield(self.reaper.release(self.sandbox))
+            return
         await asyncio.shield(asyncio.to_thread(self.sandbox.close))
 
 

@@ -57,6 +57,7 @@ from sandbox.proxy import ProxyCall, ProxyServer
 from sandbox.sandbox import AsyncSandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
+from sandbox.teardown import Reaper
 from servers.registry import load_domain
 
 STALE_AFTER = 6 * 3600.0
@@ -362,6 +363,7 @@ class Runner:
         self.counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0, "alive": 0}
         self.pools: dict[str, SandboxPool] = {}
         self.pool_budget: dict[str, int] = {}
+        self.reaper = Reaper()
         self.total = 0
         self.started = time.monotonic()
         self.phase = "starting"
@@ -462,6 +464,11 @@ class Runner:
 
     async def _sandbox(self, task: Task, request: SandboxRequest) -> AsyncSandbox:
         """A cold sandbox, or a warm one from the task's domain pool (seeded here)."""
+        sb = await self._checkout(task, request)
+        sb.reaper = self.reaper  # teardown leaves the attempt's critical path
+        return sb
+
+    async def _checkout(self, task: Task, request: SandboxRequest) -> AsyncSandbox:
         if not self.opts.warm:
             return AsyncSandbox(request)
         pool = self.pools.get(task.domain)
@@ -660,6 +667,7 @@ class Runner:
             self.started = time.monotonic()
             await asyncio.gather(*(one(t, r) for t, r in todo))
         finally:
+            await self.reaper.drain()
             for pool in self.pools.values():
                 await pool.close()
             proxy.close()
