@@ -41,6 +41,8 @@ from typing import Any
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
+import docker.errors
+
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.replay.mcp_calls import replay_calls
 from bench.run import runner as runner_mod
@@ -155,10 +157,13 @@ def memory_of_domain(bench: Benchmark, domain: str, images: dict[str, str], run_
     req = sandbox_request(bench, task, images=images, run_id=run_id)
     with Sandbox(req) as sb:
         assert sb.handle is not None
+        seeded = measure_set(domain, sb.handle.containers, images)
         asyncio.run(replay_calls(sb.handle.servers[domain], golden_calls(bench, task)))
         usage = measure_set(domain, sb.handle.containers, images)
         shim_pids = shims(list(sb.handle.containers.values()))
         out: dict[str, Any] = {
+            "after_seed_mib": seeded.working_set / MIB,
+            "calls": len(golden_calls(bench, task)),
             "task": task.id,
             "total_mib": usage.working_set / MIB,
             "need_mib": usage.need_bytes / MIB,
@@ -198,7 +203,8 @@ def cold_one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         handle = sb.start()
-    except SandboxError as exc:
+    except (SandboxError, docker.errors.APIError) as exc:  # recorded; the series goes on
+        sb.close()
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
     ready = time.perf_counter() - t0
     cids = list(handle.containers.values())
@@ -274,6 +280,88 @@ def oracle(
     }
 
 
+def model_run(
+    bench: Benchmark,
+    tasks: list[Task],
+    images: dict[str, str],
+    conc: int,
+    warm: int,
+    delay: float,
+    root: Path,
+) -> dict[str, Any]:
+    """`tbx run`'s Runner with a model agent: the stub model (benchmarks/stub_model.py) answers
+    every completion after `delay` s, playing the golden calls, then ends the attempt."""
+    from stub_model import AGENT_MODEL, USER_MODEL, StubModel
+
+    from bench.llm.config import ModelsConfig, RoleConfig
+
+    stub = StubModel(bench, delay=delay).start()
+    out = root / f"model-{images['servers'].split(':')[1]}-c{conc}"
+    role = {"base_url": stub.base_url, "api_key": "stub", "max_retries": 0, "timeout": 60}
+    config = ModelsConfig(
+        agent=RoleConfig(model=AGENT_MODEL, **role), user=RoleConfig(model=USER_MODEL, **role)
+    )
+    opts = runner_mod.RunOptions(
+        out=out,
+        agent="llm",
+        repeat=1,
+        concurrency=conc,
+        warm=warm,
+        golden_cache=root / "golden",
+        skip_rubrics=True,
+    )
+    runner = runner_mod.Runner(bench, opts, config)
+    in_flight: list[int] = []
+
+    async def go() -> None:
+        async def sample() -> None:
+            while True:
+                in_flight.append(runner.counts["alive"])
+                await asyncio.sleep(0.5)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            await runner.run(tasks)
+        finally:
+            sampler.cancel()
+
+    original = runner_mod.resolve_images
+    runner_mod.resolve_images = lambda typesense=True: dict(images)  # type: ignore[assignment]
+    try:
+        busy0, c0 = busy_cpu(), time.process_time()
+        asyncio.run(go())
+        wall = time.monotonic() - runner.started
+        busy, cpu = busy_cpu() - busy0, time.process_time() - c0
+    finally:
+        runner_mod.resolve_images = original  # type: ignore[assignment]
+        stub.close()
+    rows = read_rows(out / "results.jsonl")
+    latencies = [
+        call["latency_ms"]
+        for f in (out / "attempts").glob("*.json")
+        for call in json.loads(f.read_text()).get("trajectory") or []
+    ]
+    c, n = leftovers(runner.run_id)
+    return {
+        "concurrency": conc,
+        "warm": warm,
+        "delay_s": delay,
+        "attempts": len(rows),
+        "passed": sum(r.passed for r in rows),
+        "errors": sum(r.system_error for r in rows),
+        "error_samples": [r.error for r in rows if r.system_error][:3],
+        "per_min": len(rows) / wall * 60,
+        "in_flight_max": max(in_flight, default=0),
+        "in_flight_p50": statistics.median(in_flight) if in_flight else 0,
+        "tool_latency_ms_p50": statistics.median(latencies) if latencies else None,
+        "tool_latency_ms_p95": pct(latencies, 95) if latencies else None,
+        "machine_cpu_per_attempt": busy / max(1, len(rows)),
+        "tbx_cpu_per_attempt": cpu / max(1, len(rows)),
+        "stub_unknown_queries": stub.unknown,
+        "leftovers": len(c) + len(n),
+    }
+
+
 # ---- main ---------------------------------------------------------------------------
 
 
@@ -304,11 +392,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hold", type=int, default=10, help="sets held at once per variant")
     ap.add_argument("--tasks", type=int, default=20, help="retail tasks per oracle run")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--model-concurrency", type=int, nargs="+", default=[16])
+    ap.add_argument("--model-tasks", type=int, default=50, help="retail tasks per model run")
+    ap.add_argument("--model-delay", type=float, default=3.0)
+    ap.add_argument("--variants", nargs="+", default=["baseline", "current"])
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
     bench = load_benchmark(args.dataset or default_root(), strict=False)
     variants = {"baseline": args.baseline, "current": resolve_images(True)}
+    variants = {k: v for k, v in variants.items() if k in args.variants}
     run_id = lbl.new_id("run")
     task = next(t for t in bench.tasks if t.id == "sandbox_external_retail_group1.py:test_case_ST002_001")
     result: dict[str, Any] = {
@@ -372,6 +465,23 @@ def main(argv: list[str] | None = None) -> int:
                             o := oracle(bench, tasks, images, conc, root)
                         )
                         log(f"oracle {name} c{conc}: {o}")
+        if "model" in args.sections:
+            tasks = [t for t in bench.tasks if t.domain == "retail"][: args.model_tasks]
+            with tempfile.TemporaryDirectory(prefix="tbx-density-model-") as tmp:
+                root = Path(tmp)
+                warm = runner_mod.Runner(
+                    bench,
+                    runner_mod.RunOptions(out=root / "w", golden_cache=root / "golden", skip_rubrics=True),
+                )
+                asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
+                for conc in args.model_concurrency:
+                    for name, images in variants.items():
+                        result.setdefault("model", {}).setdefault(name, []).append(
+                            mo := model_run(
+                                bench, tasks, images, conc, max(2, conc // 4), args.model_delay, root
+                            )
+                        )
+                        log(f"model {name} c{conc}: {mo}")
     finally:
         sweep(run_id)
     containers, networks = leftovers(run_id)

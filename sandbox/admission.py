@@ -31,6 +31,9 @@ MIB = 2**20
 # golden replays stay within ~10 % of the post-seed figure.
 HEADROOM_FRACTION = 0.25
 HEADROOM_MIN_BYTES = 16 * MIB
+# Per container, outside its cgroup: its containerd shim (PSS ~3.3 MiB) and, with
+# fuse-overlayfs, its mount daemon (PSS 2-3 MiB), measured by benchmarks/density.py.
+HOST_OVERHEAD_PER_CONTAINER = 8 * MIB
 # Kept free for the tbx process, the proxy, dockerd and the page cache.
 RESERVE_FRACTION = 0.10
 RESERVE_MIN_BYTES = 1024 * MIB
@@ -58,9 +61,11 @@ class SetUsage(BaseModel):
 
     @property
     def need_bytes(self) -> int:
-        """What admission charges per set of this domain: working set plus headroom."""
+        """What admission charges per set of this domain: working set, headroom, and
+        what each container costs the host outside its cgroup."""
         ws = self.working_set
-        return ws + max(int(ws * HEADROOM_FRACTION), HEADROOM_MIN_BYTES)
+        host = HOST_OVERHEAD_PER_CONTAINER * len(self.containers)
+        return ws + max(int(ws * HEADROOM_FRACTION), HEADROOM_MIN_BYTES) + host
 
 
 class Admission(BaseModel):
