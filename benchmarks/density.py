@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sections",
         nargs="+",
         default=["memory", "hold", "cold", "pool", "oracle"],
-        choices=["memory", "hold", "cold", "pool", "oracle"],
+        choices=["memory", "hold", "cold", "pool", "oracle", "model"],
     )
     ap.add_argument(
         "--domains", nargs="+", default=["retail", "auto_insurance", "consulting", "travel", "neobank"]
