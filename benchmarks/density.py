@@ -19,7 +19,12 @@ same machine; on a shared machine compare ratios and CPU seconds, not wall.
   shims, this process, dockerd+containerd, and the machine (/proc/stat busy);
 * pool: N checkouts from a warm pool (acquire = a booted set + seed + index);
 * oracle: `tbx run`'s Runner with the oracle agent at concurrency 1, 2, 4
-  (warm pool = concurrency), attempts/min and machine CPU per attempt.
+  (warm pool = concurrency), attempts/min and machine CPU per attempt; the
+  baseline variant also removes each set inside its attempt
+  (TBX_TEARDOWN_INLINE=1), the current one through the reaper;
+* model: the Runner with a model agent against benchmarks/stub_model.py
+  (fixed delay per completion), attempts/min, attempts in flight, tool-call
+  latency through the proxy (current images only by default).
 
     python benchmarks/density.py --baseline postgres=...,servers=...,typesense=... \
         [--sections memory hold cold pool oracle] [-n 8] [--hold 10] [--tasks 20] [--json]
@@ -241,7 +246,7 @@ def pooled(template: SandboxRequest, n: int, run_id: str, hold: float) -> list[f
 
 
 def oracle(
-    bench: Benchmark, tasks: list[Task], images: dict[str, str], conc: int, root: Path
+    bench: Benchmark, tasks: list[Task], images: dict[str, str], conc: int, root: Path, inline_teardown: bool
 ) -> dict[str, Any]:
     out = root / f"{images['servers'].split(':')[1]}-c{conc}"
     opts = runner_mod.RunOptions(
@@ -253,7 +258,10 @@ def oracle(
         golden_cache=root / "golden",
         skip_rubrics=True,
     )
+    # The baseline removes each set inside its attempt, as before sandbox.teardown.
+    os.environ["TBX_TEARDOWN_INLINE"] = "1" if inline_teardown else "0"
     runner = runner_mod.Runner(bench, opts)
+    os.environ.pop("TBX_TEARDOWN_INLINE")
     original = runner_mod.resolve_images
     runner_mod.resolve_images = lambda typesense=True: dict(images)  # type: ignore[assignment]
     try:
@@ -462,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
                 for conc in args.concurrency:
                     for name, images in variants.items():
                         result.setdefault("oracle", {}).setdefault(name, []).append(
-                            o := oracle(bench, tasks, images, conc, root)
+                            o := oracle(bench, tasks, images, conc, root, inline_teardown=name == "baseline")
                         )
                         log(f"oracle {name} c{conc}: {o}")
         if "model" in args.sections:
