@@ -58,7 +58,7 @@ def test_need_adds_headroom() -> None:
 def test_admit_counts_sets_against_available_minus_reserve() -> None:
     available = 22 * GIB
     reserve = adm.reserve_for(available)
-    assert reserve == int(available * 0.10)
+    assert reserve == int(available * adm.RESERVE_FRACTION) > adm.RESERVE_MIN_BYTES
     fits = adm.sets_that_fit(150 * MIB, available)
     assert fits == (available - reserve) // (150 * MIB)
     ok = adm.admit(100, fits - 100, 150 * MIB, available)
