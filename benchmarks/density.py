@@ -281,6 +281,7 @@ def oracle(
         "attempts": len(rows),
         "passed": sum(r.passed for r in rows),
         "errors": sum(r.system_error for r in rows),
+        "error_samples": [r.error for r in rows if r.system_error][:3],
         "per_min": len(rows) / wall * 60,
         "machine_cpu_per_attempt": busy / len(rows),
         "tbx_cpu_per_attempt": cpu / len(rows),
