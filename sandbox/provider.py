@@ -34,6 +34,7 @@ from sandbox.pool import SandboxPool
 from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import sweep
+from sandbox.teardown import Reaper
 
 STALE_AFTER = ORPHAN_TTL
 
@@ -179,12 +180,15 @@ class DockerProvider(SandboxProvider):
         self.run_id: str | None = None
         self.pools: dict[str, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
+        # Teardown off the attempt's critical path, a bounded number at once (sandbox.teardown).
+        self.reaper: Reaper | None = None
 
     async def start(self, run_id: str) -> None:
         self.run_id = run_id
         # Orphans included: containers of a killed run (on this output or not) go now.
         await asyncio.to_thread(sweep, None, self.stale_after, True)
         self.images = await asyncio.to_thread(resolve_images, True)
+        self.reaper = Reaper()
 
     def plan(self, attempts_per_domain: Mapping[str, int]) -> None:
         self.budgets = dict(attempts_per_domain)
@@ -217,7 +221,9 @@ class DockerProvider(SandboxProvider):
         except BaseException:
             await asyncio.shield(asyncio.to_thread(booted.close))
             raise
-        return DockerSession(AsyncSandbox.adopt(booted))
+        sandbox = AsyncSandbox.adopt(booted)
+        sandbox.reaper = self.reaper
+        return DockerSession(sandbox)
 
     async def checkout(self, request: SandboxRequest) -> SandboxSession:
         if not self.warm_size:
@@ -229,6 +235,7 @@ class DockerProvider(SandboxProvider):
         except BaseException:
             self.alive -= 1
             raise
+        sandbox.reaper = self.reaper
         return _Counted(DockerSession(sandbox), self)
 
     async def _pool(self, request: SandboxRequest) -> SandboxPool:
@@ -253,6 +260,12 @@ class DockerProvider(SandboxProvider):
         pools, self.pools = list(self.pools.values()), {}
         for pool in pools:
             await pool.close()
+        if self.reaper is not None:  # every set handed over is removed before the run ends
+            reaper, self.reaper = self.reaper, None
+            try:
+                await reaper.drain()
+            finally:
+                await asyncio.to_thread(reaper.close)
 
     async def sweep(self, run_id: str | None = None) -> None:
         if run_id is None:

@@ -10,14 +10,34 @@ TBX_TYPESENSE_COLLECTION.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
+import sys
 
-import uvicorn
 
-from servers.engine.app import UPSTREAM_SECRET_ENV, DomainRuntime, build_app
-from servers.knowledge import PolicySearch
-from servers.registry import load_domain
+def _skip_package_init(*names: str) -> None:
+    """Register packages without running their `__init__`: `mcp/__init__` imports
+    the SDK's client side and `mcp.server/__init__` the high-level MCPServer, about
+    half of the SDK's modules, none of which a low-level server uses. Its
+    submodules (mcp.server.lowlevel, mcp.server.streamable_http, ...) import as usual.
+    Only this entry point does it: processes that use the client import `mcp` normally."""
+    for name in names:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.submodule_search_locations is None:
+            continue
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+
+
+_skip_package_init("mcp", "mcp.server")
+
+import uvicorn  # noqa: E402  (after the package registration above)
+
+from servers.engine.app import UPSTREAM_SECRET_ENV, DomainRuntime, build_app  # noqa: E402
+from servers.knowledge import PolicySearch  # noqa: E402
+from servers.registry import load_domain  # noqa: E402
 
 
 def main() -> None:

@@ -121,8 +121,7 @@ def run_command(args: argparse.Namespace) -> int:
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
     concurrency = args.concurrency or default_concurrency(model_agent=not builtin)
-    warm = concurrency if args.warm is None else args.warm
-    check_memory(concurrency, warm)
+    warm = check_memory(bench, tasks, concurrency, args.warm, runtime=args.runtime)
     opts = RunOptions(
         out=Path(args.out),
         agent=args.agent,

@@ -88,13 +88,22 @@ def default_concurrency(model_agent: bool = False) -> int:
     return max(1, min(cores, by_memory // 2))
 
 
-def check_memory(concurrency: int, warm: int = 0) -> None:
-    mem_gib = _memory_gib()
-    if mem_gib is None:
-        return
-    need = (concurrency + warm) * MEMORY_PER_ATTEMPT_GIB
-    if need > mem_gib:
-        raise NotEnoughMemory(concurrency, warm, need, mem_gib)
+def check_memory(
+    bench: Benchmark, tasks: list[Task], concurrency: int, warm: int | None, runtime: str | None = None
+) -> int:
+    """Admit the run by measured use (bench.run.admission): one live set per domain is
+    measured once per image build; returns the warm pool size per domain (`warm=None`:
+    the largest that fits, up to the concurrency). Raises NotEnoughMemory with the reason."""
+    from bench.run.admission import admit_run, set_usage
+    from sandbox.admission import AdmissionError
+    from sandbox.sandbox import resolve_images
+
+    try:
+        images = resolve_images(True)
+        usage = asyncio.run(set_usage(bench, tasks, images, runtime=runtime))
+        return admit_run(usage, concurrency, warm).warm
+    except AdmissionError as exc:
+        raise NotEnoughMemory(str(exc)) from exc
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]

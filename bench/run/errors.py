@@ -32,11 +32,10 @@ class BundleChanged(RunError):
 
 
 class NotEnoughMemory(RunError):
-    def __init__(self, concurrency: int, warm: int, need: float, have: float):
-        super().__init__(
-            f"tbx run: concurrency {concurrency} with {warm} warm sandboxes needs ~{need:.0f} GiB, "
-            f"this machine has {have:.0f} GiB; lower --concurrency or --warm"
-        )
+    """Admission (sandbox.admission) found the sets asked for do not fit in free memory."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"tbx run: {reason}")
 
 
 class RubricsNeedJudge(RunError):

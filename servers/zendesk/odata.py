@@ -18,6 +18,7 @@ and cannot be ordered (ordering errors carry Python's own message).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -312,7 +313,15 @@ _RULES: list[tuple[str, str, Callable[[str], Any]]] = [
     ("ODATA_IDENTIFIER", r"[_a-z](?:\.?\w){0,127}", lambda s: _identifier(s)),
     ("WS", _WS, str),
 ]
-_MASTER = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat, _ in _RULES), re.IGNORECASE)
+
+
+@functools.cache
+def _master() -> re.Pattern[str]:
+    # Compiled on first $filter, not at import: the server container's start is on
+    # every attempt's critical path, most attempts never filter.
+    return re.compile("|".join(f"(?P<{name}>{pat})" for name, pat, _ in _RULES), re.IGNORECASE)
+
+
 _BUILDERS = {name: build for name, _, build in _RULES}
 _LITERALS = set("(),/:=")
 
@@ -338,7 +347,7 @@ def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     i = 0
     while i < len(text):
-        m = _MASTER.match(text, i)
+        m = _master().match(text, i)
         if m and m.end() > i:
             kind = m.lastgroup or ""
             # `lastgroup` is the outermost named group that matched.

@@ -132,3 +132,31 @@ def test_cancelled_async_start_leaves_nothing(
 
     asyncio.run(main())  # returns once every worker thread has finished
     assert leftovers(run_id) == ([], [])
+
+
+def test_background_teardown_returns_at_once_and_drain_removes_everything(
+    base_images: Any, retail_rows: Any, run_id: str
+) -> None:
+    """With a reaper (what `tbx run` uses) the attempt leaves its block without waiting
+    for Docker; the set is gone once the reaper drains (the run's end)."""
+    from sandbox.teardown import Reaper
+
+    async def main() -> float:
+        reaper = Reaper(workers=1, inline=False)
+        boxes = [AsyncSandbox(_request(retail_rows, run_id)) for _ in range(2)]
+        for box in boxes:
+            box.reaper = reaper
+            await box.__aenter__()
+        assert len(leftovers(run_id)[0]) == 4
+        t = time.monotonic()
+        for box in boxes:
+            await box.__aexit__(None, None, None)
+        handed_over = time.monotonic() - t
+        await reaper.drain()
+        assert reaper.failures == 0
+        reaper.close()
+        return handed_over
+
+    handed_over = asyncio.run(main())
+    assert leftovers(run_id) == ([], [])
+    assert handed_over < 0.2  # two closes inline take dockerd 0.5-2 s

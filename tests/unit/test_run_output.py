@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.run.errors import BundleChanged, NotEnoughMemory, OutputLocked
+from bench.run.errors import BundleChanged, OutputLocked
 from bench.run.output import BUNDLE_KEYS, RunOutput, merge_previous_manifest, set_aside
 
 
@@ -104,16 +104,14 @@ def test_default_concurrency_fits_cores_and_memory(
 ) -> None:
     import os
 
-    from bench.run.coordinator import MEMORY_PER_ATTEMPT_GIB, check_memory, default_concurrency
+    from bench.run.coordinator import MEMORY_PER_ATTEMPT_GIB, default_concurrency
 
     page = 4096
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     monkeypatch.setattr(os, "sysconf", lambda name: page if name == "SC_PAGE_SIZE" else gib * 2**30 // page)
     assert default_concurrency() == builtin
     assert default_concurrency(model_agent=True) == model
-    # The default leaves room for a warm pool as large as the concurrency.
+    # The default leaves room for a warm pool as large as the concurrency even by the
+    # containers' limits; admission by measured use (tests/unit/test_admission.py) admits more.
     for c in (builtin, model):
         assert 2 * c * MEMORY_PER_ATTEMPT_GIB <= gib
-        check_memory(c, warm=c)
-    with pytest.raises(NotEnoughMemory, match="lower --concurrency or --warm"):
-        check_memory(gib, warm=gib)
