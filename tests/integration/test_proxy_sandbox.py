@@ -259,7 +259,7 @@ async def test_tbx_up_json_drives_one_sandbox(dataset: Path, bench: Benchmark) -
             remaining = leftovers(info["run_id"])
             sweep(run=info["run_id"])
             assert remaining == ([], [])
-    assert code == 0
+    assert code == 128 + signal.SIGINT  # stopped by Ctrl-C, after a clean teardown
     with pytest.raises(httpx.ConnectError):
         httpx.post(info["mcp_url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=2)
 
