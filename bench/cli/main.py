@@ -8,6 +8,7 @@ tbx tasks validate [DIR]
 tbx conformance --dataset DIR --traces DIR [--domain NAME] [--tasks IDS] [--json] [--concurrency N]
 tbx judge regrade RESULTS [--golden-cache DIR] [--no-replay] [--rejudge-rubrics] [--dry-run] [--json]
 tbx report DIR [DIR...] [--json] [--out DIR] [--models-config FILE] [--k K]
+tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -251,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cost-role", dest="cost_roles", action="append", help="role whose spend counts (default: agent)"
     )
     rep.set_defaults(fn=_report)
+
+    from bench.cli.env import add_parser as add_env_parser
+
+    add_env_parser(sub)
     return p
 
 

@@ -46,7 +46,7 @@ from bench.run.regrade import task_rubrics
 from bench.run.request import sandbox_request
 from bench.run.results import ResultRow, RoleUsage
 from judge.canonical import State, canonical_bytes
-from judge.records import AttemptRecord, RubricAnswer, ToolCallView, Verdict, write_attempt
+from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView, Verdict, write_attempt
 from judge.rubric import JudgeModelConfig, RubricJudge
 from judge.verdict import decide
 from sandbox.labels import new_id
@@ -425,22 +425,8 @@ class Runner:
                 self.counts["alive"] -= 1
             timings["teardown"] = time.monotonic() - t
             t = time.monotonic()
-            rubrics = task_rubrics(self.bench, task)
-            rubrics_skipped = bool(rubrics) and self.opts.skip_rubrics
-            if rubrics_skipped:
-                rubrics = []
-            answers: list[RubricAnswer] | None = None
-            if rubrics:
-                answers = await self._judge_rubrics(rubrics, traj.final_message)
-            verdict = decide(
-                task.id,
-                load_domain(task.domain).tables,
-                golden,
-                terminal,
-                _views(calls),
-                initial=initial,
-                rubrics=rubrics,
-                rubric_answers=answers,
+            verdict, answers, rubrics_skipped = await self.grade(
+                task, golden, initial, terminal, calls, traj.final_message
             )
             timings["judge"] = time.monotonic() - t
             record.initial_state_path = self.output.write_state(f"{attempt_id}.initial", initial)
@@ -452,6 +438,36 @@ class Runner:
             self._finish(task, repeat, record, traj, verdict, timings, rubrics_skipped)
         except Exception as exc:
             self._system_error(task, repeat, record, traj, exc, timings)
+
+    async def grade(
+        self,
+        task: Task,
+        golden: GoldenState,
+        initial: State,
+        terminal: State,
+        calls: list[ProxyCall],
+        final_message: str,
+    ) -> tuple[Verdict, list[RubricAnswer] | None, bool]:
+        """(verdict, rubric answers, rubrics skipped) of one attempt's end state
+        (also used by the OpenEnv server, `bench.env.episode`)."""
+        rubrics = task_rubrics(self.bench, task)
+        rubrics_skipped = bool(rubrics) and self.opts.skip_rubrics
+        if rubrics_skipped:
+            rubrics = []
+        answers: list[RubricAnswer] | None = None
+        if rubrics:
+            answers = await self._judge_rubrics(rubrics, final_message)
+        verdict = decide(
+            task.id,
+            load_domain(task.domain).tables,
+            golden,
+            terminal,
+            _views(calls),
+            initial=initial,
+            rubrics=rubrics,
+            rubric_answers=answers,
+        )
+        return verdict, answers, rubrics_skipped
 
     @property
     def warm_sandboxes(self) -> int:
