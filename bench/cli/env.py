@@ -44,6 +44,9 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument("--wall-clock", type=float, default=900.0, help="seconds per episode")
     serve.add_argument("--call-timeout", type=float, default=60.0, help="seconds per tool call")
+    serve.add_argument(
+        "--start-timeout", type=float, default=120.0, help="seconds for a sandbox to boot (default 120)"
+    )
     serve.add_argument("--runtime", help="container runtime, e.g. runsc")
     serve.add_argument(
         "--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)"
@@ -77,6 +80,7 @@ def serve_command(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         wall_clock=args.wall_clock,
         call_timeout=args.call_timeout,
+        start_timeout=args.start_timeout,
         runtime=args.runtime,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         skip_rubrics=args.skip_rubrics,

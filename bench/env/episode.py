@@ -115,6 +115,7 @@ class Episode:
         self._reg: Registration | None = None
         self._user_index = 0
         self._deadline = 0.0
+        self.containers: dict[str, str] = {}
 
     # ---- the API the server calls ----------------------------------------------
     @property
@@ -131,6 +132,7 @@ class Episode:
             reward=self.reward,
             reward_type=self.reward_type,  # type: ignore[arg-type]
             attempt_id=self.attempt_id,
+            containers=self.containers,
         )
 
     async def start(self) -> Observation:
@@ -196,6 +198,7 @@ class Episode:
             )
             sb = await host.sandbox(task, request)
             async with sb:
+                self.containers = dict(sb.handle.containers)
                 timings["sandbox_start"] = time.monotonic() - t
                 t = time.monotonic()
                 initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)

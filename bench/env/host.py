@@ -44,7 +44,7 @@ class EnvOptions(BaseModel):
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
     wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
     call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
-    start_timeout: float = Field(default=300.0, gt=0)  # waiting for a warm sandbox at reset
+    start_timeout: float = Field(default=120.0, gt=0)  # a sandbox boot, and a reset waiting for one
     runtime: str | None = None
     golden_cache: Path | None = None
     skip_rubrics: bool = False
@@ -144,6 +144,7 @@ class EnvHost:
                             limits=Limits(runtime=self.opts.runtime),
                             run_id=self.runner.run_id,
                             images=images,
+                            start_timeout=self.opts.start_timeout,
                             fail_fast=False,
                         )
                         await pool.__aenter__()
@@ -224,8 +225,8 @@ class EnvHost:
         """A warm sandbox of the task's domain, seeded for it."""
         acquire = self.pools[task.domain].acquire(seed=request.seed, policy_sources=request.policy_sources)
         try:
-            return await asyncio.wait_for(acquire, self.opts.start_timeout)
+            return await asyncio.wait_for(acquire, 2 * self.opts.start_timeout)
         except TimeoutError:
             raise SandboxError(
-                f"no {task.domain} sandbox within {self.opts.start_timeout:g} s (is Docker overloaded?)"
+                f"no {task.domain} sandbox within {2 * self.opts.start_timeout:g} s (is Docker overloaded?)"
             ) from None

@@ -233,6 +233,8 @@ class EpisodeState(BaseModel):
     reward: float | None = None
     reward_type: RewardType | None = None
     attempt_id: str | None = None
+    # the episode's sandbox containers (role -> container id), for `docker logs` on this machine
+    containers: dict[str, str] = Field(default_factory=dict)
 
 
 def schemas() -> dict[str, Any]:
