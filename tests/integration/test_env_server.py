@@ -109,7 +109,10 @@ class UserStub:
 def write_config(path: Path, base_url: str) -> Path:
     path.write_text(
         json.dumps(
-            {"defaults": {"base_url": base_url, "api_key": "k", "max_retries": 0}, "user": {"model": "user-m"}}
+            {
+                "defaults": {"base_url": base_url, "api_key": "k", "max_retries": 0},
+                "user": {"model": "user-m"},
+            }
         )
     )
     return path
@@ -377,7 +380,9 @@ def test_golden_agent_gets_reward_one(server: Served, bench: Benchmark, dclient:
                 assert all(r["tool_error"] is None for r in result["observation"]["tool_results"])
             else:
                 assert result["observation"]["kind"] == "tool" and result["observation"]["tool_error"] is None
-        final = env.step({"type": "submit_message", "content": "I opened a ticket about the delay and solved it."})
+        final = env.step(
+            {"type": "submit_message", "content": "I opened a ticket about the delay and solved it."}
+        )
         assert final["done"] is True and final["reward"] == 1.0, final
         term = final["observation"]
         assert term["kind"] == "terminal" and term["reward_type"] == "pass"
@@ -423,7 +428,9 @@ def test_killed_sandbox_is_a_system_error(server: Served, dclient: docker.Docker
         containers = env.state()["containers"]
         server_container = next(cid for role, cid in containers.items() if role.startswith("server"))
         dclient.containers.get(server_container).kill()
-        result = env.step({"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "ORD-70020"}})
+        result = env.step(
+            {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "ORD-70020"}}
+        )
     finally:
         env.exit()
     assert result["done"] is True and result["reward"] is None, result
@@ -463,7 +470,10 @@ def test_bad_input_gets_clear_errors_and_leaks_nothing(server: Served, dclient: 
         assert tool("get_order", [1, 2])["tool_error"] == "invalid_args"
         missing = tool("no_such_tool", {})
         assert missing["tool_error"] == "tool_not_found" and "Unknown tool" in missing["tool_result"]
-        assert tool("get_order", {"order_id": 12, "bogus": True})["tool_error"] in ("invalid_args", "execution_error")
+        assert tool("get_order", {"order_id": 12, "bogus": True})["tool_error"] in (
+            "invalid_args",
+            "execution_error",
+        )
         assert tool("get_order", {"order_id": "ORD-70020"})["tool_error"] is None
         empty = env.step({"type": "submit_message", "content": "  "})
         assert empty["ok"] and empty["observation"]["kind"] == "error" and not empty["done"]
@@ -489,7 +499,9 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
     assert http.post("/reset", json={"test_uid": "nope"}).status_code == 400
     assert http.post("/reset", content=b"{broken").status_code == 400
     assert http.post("/step", json={"action": {"type": "list_tools"}}).status_code == 400
-    assert http.post("/step", json={"action": {"type": "list_tools"}, "episode_id": "ep-x"}).status_code == 404
+    assert (
+        http.post("/step", json={"action": {"type": "list_tools"}, "episode_id": "ep-x"}).status_code == 404
+    )
 
     reset = http.post("/reset", json={"test_uid": TASK})
     assert reset.status_code == 200, reset.text
@@ -502,7 +514,8 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
         r = http.post("/step", json={"action": action, "episode_id": episode})
         assert r.status_code == 200 and not r.json()["done"], r.text
     final = http.post(
-        "/step", json={"action": {"type": "submit_message", "content": "Done, ticket solved."}, "episode_id": episode}
+        "/step",
+        json={"action": {"type": "submit_message", "content": "Done, ticket solved."}, "episode_id": episode},
     ).json()
     assert final["done"] is True and final["reward"] == 1.0, final
     state = http.get("/state", params={"episode_id": episode}).json()
@@ -524,10 +537,27 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
         try:
             assert env.reset(test_uid=TASK)["ok"]
             seen_containers.extend(env.state()["containers"].values())
-            item = {"subject": f"isolation-{i}", "description": "x", "requester_id": "10003", "status": "open"}
-            created = env.step({"type": "call_tool", "tool_name": "zendesk_create_item", "arguments": {"table": "tickets", "item": item}})
+            item = {
+                "subject": f"isolation-{i}",
+                "description": "x",
+                "requester_id": "10003",
+                "status": "open",
+            }
+            created = env.step(
+                {
+                    "type": "call_tool",
+                    "tool_name": "zendesk_create_item",
+                    "arguments": {"table": "tickets", "item": item},
+                }
+            )
             assert created["observation"]["tool_error"] is None, created
-            listed = env.step({"type": "call_tool", "tool_name": "zendesk_get_items", "arguments": {"table": "tickets", "$top": 1000}})
+            listed = env.step(
+                {
+                    "type": "call_tool",
+                    "tool_name": "zendesk_get_items",
+                    "arguments": {"table": "tickets", "$top": 1000},
+                }
+            )
             text = listed["observation"]["tool_result"]
             results[i] = sorted(s for s in (f"isolation-{j}" for j in range(8)) if f'"{s}"' in text)
             if i == 7:
@@ -558,9 +588,7 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
 def test_ready_names_docker_and_user_when_down(tmp_path: Path, dataset: Path) -> None:
     dead = free_port()  # nothing listens there
     config = write_config(tmp_path / "models.json", f"http://127.0.0.1:{dead}/v1")
-    served = start_server(
-        tmp_path, config, dataset, env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-    )
+    served = start_server(tmp_path, config, dataset, env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
     try:
         body = wait_failing(served, {"docker", "user"})
         assert {"images", "pool"} <= set(body["failing"])
@@ -582,9 +610,7 @@ def test_ready_names_images_when_missing(tmp_path: Path, dataset: Path, user_stu
         shutil.copytree(REPO / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
     (tree / "images" / "typesense" / "UNBUILT").write_text("changes the tag\n")
     config = write_config(tmp_path / "models.json", user_stub.base_url)
-    served = start_server(
-        tmp_path, config, dataset, env={"PYTHONPATH": str(tree)}, cwd=tree
-    )
+    served = start_server(tmp_path, config, dataset, env={"PYTHONPATH": str(tree)}, cwd=tree)
     try:
         body = wait_failing(served, {"images"})
         assert "missing" in body["components"]["images"]["detail"]
@@ -594,3 +620,15 @@ def test_ready_names_images_when_missing(tmp_path: Path, dataset: Path, user_stu
             assert body["components"][ok]["ok"], body
     finally:
         stop_server(served)
+
+
+def test_report_reads_the_output(server: Served, tbx: str) -> None:
+    """After the episodes above: the output directory is a tbx run directory."""
+    run = load_run(server.out)
+    assert run.manifest["agent"] == "openenv" and run.rows
+    assert any(r.passed for r in run.rows) and any(r.system_error for r in run.rows)
+    out = subprocess.run(
+        [tbx, "report", str(server.out), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)

@@ -27,7 +27,10 @@ def test_actions_parse_by_type() -> None:
     assert isinstance(one, CallToolAction)
     assert [(c.name, c.arguments) for c in one.calls()] == [("get_order", {"order_id": "1"})]
     batch = parse_action(
-        {"type": "call_tool", "parallel_tool_calls": [{"name": "a", "call_id": "x"}, {"name": "b", "arguments": "{}"}]}
+        {
+            "type": "call_tool",
+            "parallel_tool_calls": [{"name": "a", "call_id": "x"}, {"name": "b", "arguments": "{}"}],
+        }
     )
     assert isinstance(batch, CallToolAction) and [c.name for c in batch.calls()] == ["a", "b"]
     msg = parse_action({"type": "submit_message", "content": "hi", "terminal_tool_calls": [{"name": "done"}]})
@@ -78,7 +81,9 @@ def test_reset_request_validates() -> None:
 
 
 def test_envelope_is_openenv_step_result() -> None:
-    obs = Observation(kind="terminal", done=True, reward=1.0, reward_type="pass", metadata={"signature": None})
+    obs = Observation(
+        kind="terminal", done=True, reward=1.0, reward_type="pass", metadata={"signature": None}
+    )
     env = obs.envelope()
     assert set(env) == {"observation", "reward", "done"}
     assert env["reward"] == 1.0 and env["done"] is True
@@ -98,6 +103,9 @@ def test_tool_error_kinds() -> None:
 
     assert _tool_error(rec(via_mcp=False, is_error=True), []) == "invalid_args"
     assert _tool_error(rec(is_error=False, result="{}"), []) is None
-    assert _tool_error(rec(is_error=True, result="Input validation error: 'x' is required"), []) == "invalid_args"
+    assert (
+        _tool_error(rec(is_error=True, result="Input validation error: 'x' is required"), [])
+        == "invalid_args"
+    )
     assert _tool_error(rec(is_error=True, result="boom"), []) == "execution_error"
     assert _tool_error(rec(error_envelope=True, result='{"error": "no such order"}'), []) == "execution_error"
