@@ -275,7 +275,7 @@ class Episode:
                 self.repeat,
                 record,
                 self._trajectory(),
-                Abandoned("abandoned during reset"),
+                Abandoned("the client went away during reset"),
                 timings,
             )
             raise
@@ -368,10 +368,10 @@ class Episode:
         try:
             action, fut = await asyncio.wait_for(self._inbox.get(), timeout=idle)
         except TimeoutError:
-            raise Abandoned(f"abandoned: no step for {idle:g} s (idle timeout)") from None
+            raise Abandoned(f"no step for {idle:g} s (idle timeout)") from None
         if isinstance(action, _Close):
             fut.cancel()
-            raise Abandoned(f"abandoned: {action.reason}")
+            raise Abandoned(action.reason)
         return action, fut
 
     async def _step(self, client: Any, run: _Run, tools: list[dict[str, Any]], action: Any) -> Observation:
