@@ -29,6 +29,8 @@ import json
 import time
 from typing import Any
 
+import docker.errors
+
 from bench.cli.proxy import task_tool_policy
 from bench.dataset import Task
 from bench.env.host import AGENT_NAME, EnvHost
@@ -466,15 +468,34 @@ class Episode:
         seen = len(self.host.proxy.calls(self._reg.token))
         rec = await run.call_tool(client, call_id, name, raw)
         new: list[ProxyCall] = self.host.proxy.calls(self._reg.token)[seen:]
-        if any(c.outcome == "upstream_error" for c in new):
+        outcomes = {c.outcome for c in new}
+        if "upstream_error" in outcomes:
             raise SandboxLost(
                 f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
             )
+        if "timeout" in outcomes:
+            # A slow tool is the agent's to see; a dead container is not (a killed
+            # container's open connections time out instead of failing).
+            dead = await asyncio.to_thread(self._dead_containers)
+            if dead:
+                raise SandboxLost(f"tool call {name} timed out; sandbox containers gone: {', '.join(dead)}")
         return ToolResult(
             call_id=call_id, name=name, tool_result=rec.result, tool_error=_tool_error(rec, new)
         )
 
     # ---- helpers --------------------------------------------------------------------
+    def _dead_containers(self) -> list[str]:
+        from sandbox.docker_client import docker_client
+
+        dead = []
+        for role, cid in self.containers.items():
+            try:
+                if docker_client().containers.get(cid).status != "running":
+                    dead.append(role)
+            except docker.errors.NotFound:
+                dead.append(role)
+        return dead
+
     def _observation(self, kind: str, **fields: Any) -> Observation:
         return Observation(
             kind=kind,  # type: ignore[arg-type]
