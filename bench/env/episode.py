@@ -328,7 +328,8 @@ class Episode:
             max_agent_turns=_first(task.max_agent_sim_turns, DEFAULT_MAX_AGENT_TURNS),
             max_user_turns=_first(task.max_user_sim_turns, DEFAULT_MAX_USER_TURNS),
             wall_clock=host.opts.wall_clock,
-            call_timeout=host.opts.call_timeout,
+            # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
+            call_timeout=host.opts.call_timeout + 15,
             seed=self.repeat,
         )
         ledger = UsageLedger()
@@ -473,7 +474,7 @@ class Episode:
             raise SandboxLost(
                 f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
             )
-        if "timeout" in outcomes:
+        if "timeout" in outcomes or (rec.via_mcp and not new):
             # A slow tool is the agent's to see; a dead container is not (a killed
             # container's open connections time out instead of failing).
             dead = await asyncio.to_thread(self._dead_containers)
