@@ -19,7 +19,6 @@ import pytest
 from bench.cli.main import main
 from bench.dataset import load_benchmark
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
-from bench.run.golden import golden_calls
 from bench.view.diff import group, label
 from bench.view.serve import make_server, url_of
 from bench.view.site import SiteError, build_site
@@ -331,6 +330,6 @@ def test_task_page_texts_from_the_manifest_dataset(tmp_path: Path) -> None:
     assert not res.notes
     page = (tmp_path / "site" / task_href(task.id)).read_text()
     assert escape(task.query) in page and escape(task.user_context or "") in page
-    calls = golden_calls(demo, task)
+    calls = demo.golden_calls(task)
     assert f"Golden calls ({len(calls)})" in page and calls
     assert all(f'<span class="call">{escape(tool)}</span>' in page for tool, _ in calls)
