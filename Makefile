@@ -13,7 +13,7 @@ CONFIG ?=
 AGENT ?= llm
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean
+.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean openenv-client
 
 # Without CONFIG: the built-in agents `oracle` and `chaos` on the demo pack.
 # With CONFIG=models.yaml (and DATASET=...): that model, k=K.
@@ -42,18 +42,29 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 images: venv
 	$(BIN)/tbx images build
 
+# openenv-core (the OpenEnv client the env-server tests drive tbx with) in a venv of
+# its own: it pulls gradio, fastmcp and huggingface_hub, which tbx itself does not need.
+OPENENV_VENV := .venv-openenv
+openenv-client: $(OPENENV_VENV)/.installed
+
+$(OPENENV_VENV)/.installed: constraints.txt
+	$(PY) -m venv $(OPENENV_VENV)
+	$(OPENENV_VENV)/bin/pip install -q --upgrade pip
+	$(OPENENV_VENV)/bin/pip install -q -c constraints.txt 'openenv-core==0.3.0'
+	touch $@
+
 testdb:
 	bash scripts/test-postgres.sh start
 
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
-test: venv images testdb
+test: venv images testdb openenv-client
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: venv testdb
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
-integration: venv images
+integration: venv images openenv-client
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 conformance: venv images

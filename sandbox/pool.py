@@ -59,6 +59,8 @@ class SandboxPool:
         self._ready: asyncio.Queue[Sandbox | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._booted = 0  # booted sandboxes in _ready (failures excluded)
+        self.last_error: BaseException | None = None  # the latest boot failure, None after a good boot
 
     async def __aenter__(self) -> SandboxPool:
         if self.images is None:
@@ -91,13 +93,18 @@ class SandboxPool:
         try:
             await asyncio.to_thread(sb.boot)
         except BaseException as exc:
-            await asyncio.shield(asyncio.to_thread(sb.close))
+            # A failing clean-up must not swallow the boot error: an acquirer waits for it.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.to_thread(sb.close))
             # The error surfaces to whoever acquires next, instead of vanishing in a task.
+            self.last_error = exc
             await self._ready.put(exc)
             return
         if self._closed:
             await asyncio.to_thread(sb.close)
             return
+        self.last_error = None
+        self._booted += 1
         await self._ready.put(sb)
 
     async def acquire(self, prepare: Preparer | None = None) -> AsyncSandbox:
@@ -113,6 +120,7 @@ class SandboxPool:
                 self._spawn()
             raise item
         self._spawn()
+        self._booted -= 1
         sb = item
         sb.request = sb.request.model_copy(update={"prepare": prepare})
         try:
@@ -127,6 +135,11 @@ class SandboxPool:
         """Sandboxes booting or booted that no attempt holds yet."""
         return len(self._booting) + self._ready.qsize()
 
+    @property
+    def booted(self) -> int:
+        """Booted sandboxes waiting for an attempt (what a readiness check needs)."""
+        return self._booted
+
     async def close(self) -> None:
         self._closed = True
         for task in list(self._booting):
@@ -136,4 +149,5 @@ class SandboxPool:
         while not self._ready.empty():
             item = self._ready.get_nowait()
             if isinstance(item, Sandbox):
+                self._booted -= 1
                 await asyncio.to_thread(item.close)

@@ -169,6 +169,13 @@ class DockerSession:
         await self.sandbox.__aexit__(None, None, None)
 
 
+def image_digests(images: dict[str, str]) -> dict[str, str]:
+    """Image name -> the local image's immutable id (blocking: a Docker call per image)."""
+    from sandbox.docker_client import docker_client
+
+    return {name: docker_client().images.get(tag).id for name, tag in images.items()}
+
+
 class DockerProvider(SandboxProvider):
     """Container sets on the local Docker daemon (`sandbox.sandbox`), cold or
     from a warm pool per domain (`sandbox.pool`, `warm` > 0)."""
@@ -198,12 +205,7 @@ class DockerProvider(SandboxProvider):
         return sum(p.spare for p in self.pools.values())
 
     async def image_digests(self) -> dict[str, str]:
-        from sandbox.docker_client import docker_client
-
-        def digests() -> dict[str, str]:
-            return {name: docker_client().images.get(tag).id for name, tag in self.images.items()}
-
-        return await asyncio.to_thread(digests)
+        return await asyncio.to_thread(image_digests, self.images)
 
     async def boot(self, request: SandboxRequest) -> Sandbox:
         sb = Sandbox(request)

@@ -12,13 +12,10 @@ already have a row; --retry-errors re-runs only the system-error attempts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +32,7 @@ from bench.run.errors import BundleChanged, NotEnoughMemory, RubricsNeedJudge
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
-from bench.run.results import ResultRow
+from bench.run.recording import error_message, write_graded, write_system_error
 from judge import AttemptRecord, RubricAnswer, RubricJudge
 from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
 
@@ -330,13 +327,10 @@ class Coordinator:
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
         except Exception as exc:
-            import traceback
-
             partial = getattr(exc, "trajectory", None)
             traj = outcome.trajectory if outcome is not None else None
             traj = traj or (partial if isinstance(partial, Trajectory) else None)
-            message = f"{exc.__class__.__name__}: {exc}"
-            self._system_error(task, record, traj, message, "".join(traceback.format_exception(exc)), timings)
+            self._system_error(task, record, traj, *error_message(exc), timings)
 
     async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
         if self.rubric_judge is None:
@@ -345,7 +339,7 @@ class Coordinator:
             self.rubric_judge = rubric_judge(self.judge_client)
         return await self.rubric_judge.judge(rubrics, final_message)
 
-    # ---- write
+    # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
         self,
         task: Task,
@@ -354,40 +348,8 @@ class Coordinator:
         graded: Graded,
         timings: dict[str, float],
     ) -> None:
-        assert outcome.initial_state is not None and outcome.terminal_state is not None
         verdict = graded.verdict
-        record.initial_state_path = self.output.write_state(
-            f"{record.attempt_id}.initial", outcome.initial_state
-        )
-        record.terminal_state_path = self.output.write_state(
-            f"{record.attempt_id}.terminal", outcome.terminal_state
-        )
-        record.trajectory = outcome.calls
-        record.final_message = outcome.final_message
-        record.rubric_answers = graded.answers
-        record.verdict = verdict
-        rel = self.output.write_trajectory(record.attempt_id, outcome.trajectory)
-        attempt_file = self.output.write_record(record)
-        row = ResultRow.model_validate(
-            {
-                "task_id": task.id,
-                "repeat": record.repeat,
-                "domain": task.domain,
-                "passed": verdict.passed,
-                "system_error": False,
-                "signature": verdict.signature,
-                "finish_reason": outcome.finish_reason,
-                "usage": outcome.usage,
-                "timings": {k: round(v, 4) for k, v in timings.items()},
-                "attempt_id": record.attempt_id,
-                "attempt_file": attempt_file,
-                "trajectory": rel,
-                "strict_match": verdict.strict,
-                "differences": len(verdict.differences),
-                "rubrics_skipped": graded.rubrics_skipped,
-            }
-        )
-        self.output.append(self.output.results, row.to_json_line())
+        write_graded(self.output, task, record, outcome, graded, timings)
         self._counts["done"] += 1
         self._counts["passed" if verdict.passed else "failed"] += 1
         if self.progress:
@@ -402,34 +364,7 @@ class Coordinator:
         trace: str,
         timings: dict[str, float],
     ) -> None:
-        rel = self.output.write_trajectory(record.attempt_id, traj)
-        record.system_error = message
-        with contextlib.suppress(OSError):
-            self.output.write_record(record)
-        error = {
-            "task_id": task.id,
-            "repeat": record.repeat,
-            "attempt_id": record.attempt_id,
-            "error": message,
-            "traceback": trace[-4000:],
-            "trajectory": rel,
-            "at": datetime.now(UTC).isoformat(),
-        }
-        self.output.append(self.output.errors, json.dumps(error))
-        row = ResultRow.model_validate(
-            {
-                "task_id": task.id,
-                "repeat": record.repeat,
-                "domain": task.domain,
-                "passed": False,
-                "system_error": True,
-                "error": message,
-                "finish_reason": traj.finish_reason if traj else None,
-                "timings": {k: round(v, 4) for k, v in timings.items()},
-                "attempt_id": record.attempt_id,
-            }
-        )
-        self.output.append(self.output.results, row.to_json_line())
+        write_system_error(self.output, task, record, traj, message, trace, timings)
         self._counts["done"] += 1
         self._counts["errors"] += 1
         if self.progress:

@@ -1,0 +1,544 @@
+"""One OpenEnv episode = one tbx attempt, driven step by step by a remote agent.
+
+    reset  -> a warm sandbox of the task's domain, seeded for the task; its
+              canonical initial state; a session-proxy registration with the
+              task's allow-list; an MCP session on the proxy; the reset observation
+    step   -> list_tools | call_tool (through the proxy: same allow-list, limits,
+              recording as `tbx run`) | submit_message (to the simulated user)
+    end    -> the conversation ends (the agent's <DONE> or end-turn tool, the
+              user's stop token, a turn limit, the wall clock): terminal state,
+              teardown, verdict against the golden end state (in this process),
+              a result row; the terminal observation carries pass/fail
+
+Everything an episode holds (sandbox, registration, MCP session) is entered
+and left by one task (`_live`), whichever requests (WebSocket messages or
+HTTP calls, each in its own task) drive it; they reach it through a queue.
+The sandbox is torn down when the episode ends, when its client goes away
+(`close`) or after `idle_timeout` seconds without a step. Infrastructure
+failures (sandbox, proxy upstream, user model, judge, golden replay) end it
+with `reward_type: system_error`, recorded in errors.jsonl, never as a 0.
+An episode abandoned by its client is recorded as a system error too: it has
+no end state an agent chose, so it must not count as a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import docker.errors
+
+from bench.dataset import Task
+from bench.env.host import AGENT_NAME, EnvHost
+from bench.env.protocol import (
+    CallToolAction,
+    EnvError,
+    EpisodeState,
+    ErrorCode,
+    ListToolsAction,
+    Observation,
+    SubmitMessageAction,
+    ToolCallSpec,
+    ToolErrorKind,
+    ToolResult,
+)
+from bench.env.recording import NO_JUDGE, verdict_metadata
+from bench.llm.client import UsageLedger
+from bench.replay.sandboxed import dump_state
+from bench.rollout.agent_loop import (
+    DEFAULT_MAX_AGENT_TURNS,
+    DEFAULT_MAX_USER_TURNS,
+    LoopSpec,
+    McpEndpointError,
+    _default_prompt,
+    _Run,
+    _single,
+    agent_prompt,
+    apply_overrides,
+    bot_instructions,
+    is_done,
+    mcp_tool_to_openai,
+)
+from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
+from bench.rollout.user_sim import LLMUser
+from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
+from bench.run.grading import grade
+from bench.run.recording import error_message, write_graded, write_system_error
+from bench.run.request import task_preparation
+from judge.records import AttemptRecord
+from sandbox.labels import new_id
+from sandbox.proxy import ProxyCall, Registration, list_all_tools, proxy_client
+from sandbox.proxy_models import RegisterRequest
+
+
+class _Close:
+    """Inbox item: the client went away."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class SandboxLost(RuntimeError):
+    """The attempt's tool server stopped answering (its container died): a system error."""
+
+
+class Abandoned(RuntimeError):
+    """The client closed the episode (or let it idle out) before it ended."""
+
+
+class _Finish(Exception):
+    """Raised inside a step: the conversation is over (`reason` is a trajectory finish reason)."""
+
+    def __init__(self, reason: str, **fields: Any):
+        self.reason, self.fields = reason, fields
+
+
+def _first(*values: int | None) -> int:
+    return next(v for v in values if v is not None)
+
+
+class Episode:
+    def __init__(self, host: EnvHost, task: Task, repeat: int, episode_id: str | None = None):
+        self.host = host
+        self.task = task
+        self.repeat = repeat
+        self.id = episode_id or new_id("ep")
+        self.attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
+        self.phase: str = "starting"
+        self.steps = 0
+        self.reward: float | None = None
+        self.reward_type: str | None = None
+        self.last_activity = time.monotonic()
+        self._inbox: asyncio.Queue[tuple[Any, asyncio.Future[Observation]]] = asyncio.Queue()
+        self._actor: asyncio.Task[None] | None = None
+        self._pending: asyncio.Future[Observation] | None = None
+        self._run: _Run | None = None
+        self._reg: Registration | None = None
+        self._user_index = 0
+        self._deadline = 0.0
+        self.containers: dict[str, str] = {}
+
+    # ---- the API the server calls ----------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.phase in ("done", "closed")
+
+    def state(self) -> EpisodeState:
+        return EpisodeState(
+            episode_id=self.id,
+            step_count=self.steps,
+            task_uid=self.task.id,
+            phase=self.phase,  # type: ignore[arg-type]
+            done=self.done,
+            reward=self.reward,
+            reward_type=self.reward_type,  # type: ignore[arg-type]
+            attempt_id=self.attempt_id,
+            containers=self.containers,
+        )
+
+    async def start(self) -> Observation:
+        """Check out and seed the sandbox; the reset observation (or a terminal system error)."""
+        ready: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
+        self._pending = ready
+        self.host.episodes[self.id] = self
+        self._actor = asyncio.create_task(self._live())
+        try:
+            return await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            # the client went away while the sandbox was starting
+            await asyncio.shield(self.close("the client closed the connection during reset"))
+            raise
+
+    async def step(self, action: Any) -> Observation:
+        if self.done:
+            raise EnvError(
+                ErrorCode.SESSION_ERROR,
+                f"episode {self.id} has ended ({self.reward_type or 'closed'}); reset to start another",
+                409,
+            )
+        fut: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
+        self.last_activity = time.monotonic()
+        self._inbox.put_nowait((action, fut))
+        return await asyncio.shield(fut)
+
+    async def close(self, reason: str) -> None:
+        """Tear the episode down (recorded as abandoned when it had not ended)."""
+        actor = self._actor
+        if actor is None or actor.done():
+            return
+        if self.phase == "starting":
+            actor.cancel()
+        else:
+            self._inbox.put_nowait((_Close(reason), asyncio.get_running_loop().create_future()))
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await actor
+
+    # ---- the episode's own task ---------------------------------------------------
+    async def _live(self) -> None:
+        host, task = self.host, self.task
+        record = AttemptRecord(
+            task_id=task.id,
+            attempt_id=self.attempt_id,
+            run_id=host.run_id,
+            repeat=self.repeat,
+            domain=task.domain,
+        )
+        timings: dict[str, float] = {}
+        golden_task = asyncio.create_task(host.golden.get(task))
+        try:
+            t = time.monotonic()
+            prepare = await asyncio.to_thread(task_preparation, host.bench, task)
+            sb = await host.sandbox(task, prepare)
+            async with sb:
+                self.containers = dict(sb.handle.containers)
+                timings["sandbox_start"] = time.monotonic() - t
+                t = time.monotonic()
+                initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                timings["initial_dump"] = time.monotonic() - t
+                policy = task_tool_policy(host.bench, task)
+                # An empty allow-list means every tool, as the coordinator registers it.
+                policy = policy.model_copy(update={"allowed_tools": policy.allowed_tools or None})
+                assert host.proxy is not None
+                reg = await host.proxy.aregister(RegisterRequest.for_sandbox(sb.handle, policy))
+                self._reg = reg
+                t = time.monotonic()
+                try:
+                    try:
+                        async with proxy_client(reg) as client:
+                            finish = await self._converse(client)
+                    except BaseExceptionGroup as group:
+                        raise _single(group) from group
+                finally:
+                    gone = host.proxy.gone(reg.token)
+                    calls = _views(await host.proxy.aunregister(reg.token))
+                    if gone is not None:  # whatever the conversation saw, this is the cause
+                        raise SandboxLost(f"episode {self.id}: {gone}")
+                timings["agent"] = time.monotonic() - t
+                t = time.monotonic()
+                terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                timings["final_dump"] = time.monotonic() - t
+                t = time.monotonic()
+            timings["teardown"] = time.monotonic() - t
+            assert self._run is not None
+            traj = self._run.trajectory()
+            t = time.monotonic()
+            golden = await golden_task
+            timings["golden_wait"] = time.monotonic() - t
+            t = time.monotonic()
+            graded = await grade(
+                host.bench,
+                task,
+                golden,
+                terminal,
+                calls,
+                initial=initial,
+                final_message=traj.final_message,
+                judge=host.judge_rubrics if host.config.judge is not None else None,
+                skip_rubrics=host.opts.skip_rubrics,
+                no_judge=NO_JUDGE,
+            )
+            timings["judge"] = time.monotonic() - t
+            outcome = AttemptOutcome(
+                run_id=host.run_id,
+                attempt_id=self.attempt_id,
+                task_id=task.id,
+                domain=task.domain,
+                repeat=self.repeat,
+                calls=calls,
+                trajectory=traj,
+                initial_state=initial,
+                terminal_state=terminal,
+                usage=usage_of(traj),
+                timings=timings,
+            )
+            write_graded(host.output, task, record, outcome, graded, timings)
+            verdict = graded.verdict
+            self.reward = 1.0 if verdict.passed else 0.0
+            self.reward_type = "pass" if verdict.passed else "fail"
+            self._deliver(
+                self._observation(
+                    "terminal",
+                    done=True,
+                    reward=self.reward,
+                    reward_type=self.reward_type,
+                    finish_reason=finish.reason,
+                    metadata={
+                        "attempt_id": self.attempt_id,
+                        "repeat": self.repeat,
+                        **verdict_metadata(verdict),
+                    },
+                    **finish.fields,
+                )
+            )
+        except asyncio.CancelledError:
+            self._record_error(record, Abandoned("the client went away during reset"), timings)
+            raise
+        except Abandoned as exc:
+            self._record_error(record, exc, timings)
+        except Exception as exc:
+            message = f"{exc.__class__.__name__}: {exc}"
+            self._record_error(record, exc, timings)
+            self.reward_type = "system_error"
+            self._deliver(
+                self._observation(
+                    "terminal",
+                    done=True,
+                    reward_type="system_error",
+                    system_error=message,
+                    finish_reason="system_error",
+                    metadata={"attempt_id": self.attempt_id, "repeat": self.repeat},
+                )
+            )
+        finally:
+            if not golden_task.done():
+                golden_task.cancel()
+            self.phase = "closed" if self.reward_type is None else "done"
+            host.episodes.pop(self.id, None)
+            self._fail_queued()
+
+    async def _converse(self, client: Any) -> _Finish:
+        """The reset observation, then steps from the inbox until the conversation ends."""
+        host, task = self.host, self.task
+        bench = host.bench
+        prompt = agent_prompt(bench, _default_prompt(bench))
+        systems = [(f"agent:{prompt.name}", prompt.system_instructions)]
+        bot = bot_instructions(bench, task)
+        if bot:
+            systems.append(
+                (f"scenario:{task.scenario}" if not task.bot_instructions else "bot_instructions", bot)
+            )
+        scenario = bench.scenario_of(task)
+        end_turn = {t.name for t in scenario.tools if t.is_end_turn}
+        end_turn |= {bt["name"] for bt in prompt.builtin_tools if bt.get("is_end_turn")}
+        spec = LoopSpec(
+            task_id=task.id,
+            agent=AGENT_NAME,
+            query=task.query,
+            system_prompts=systems,
+            end_turn_tools=end_turn,
+            scenario_tools=scenario.tools,
+            max_agent_turns=_first(task.max_agent_sim_turns, DEFAULT_MAX_AGENT_TURNS),
+            max_user_turns=_first(task.max_user_sim_turns, DEFAULT_MAX_USER_TURNS),
+            wall_clock=host.opts.wall_clock,
+            # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
+            call_timeout=host.opts.call_timeout + 15,
+            seed=self.repeat,
+        )
+        ledger = UsageLedger()
+        assert host.user_client is not None
+        user = LLMUser(host.user_client, task.user_context, attempt_seed=self.repeat, ledger=ledger)
+        run = _Run(spec, None, user, ledger)  # type: ignore[arg-type]  # the agent is remote
+        self._run = run
+        t = time.perf_counter()
+        listed = await list_all_tools(client)
+        run.timings["list_tools"] = time.perf_counter() - t
+        tools = apply_overrides([mcp_tool_to_openai(x) for x in listed], scenario.tools)
+        run.tools_offered = [x["function"]["name"] for x in tools]
+        run.add_user(UserTurn(index=0, source="query", text=task.query))
+        self._deadline = time.monotonic() + host.opts.wall_clock
+        self.phase = "running"
+        self._deliver(
+            self._observation(
+                "reset",
+                task=task.query,
+                system_instructions=prompt.system_instructions,
+                bot_instructions=bot,
+                tools=tools,
+                messages=[m.to_openai() for m in run.messages],
+            )
+        )
+        while True:
+            action, fut = await self._next()
+            self._pending = fut
+            self.steps += 1
+            try:
+                obs = await self._step(client, run, tools, action)
+            except _Finish as finish:
+                run.finish = finish.reason  # type: ignore[assignment]
+                return finish
+            self._deliver(obs)
+
+    async def _next(self) -> tuple[Any, asyncio.Future[Observation]]:
+        idle = self.host.opts.idle_timeout
+        try:
+            action, fut = await asyncio.wait_for(self._inbox.get(), timeout=idle)
+        except TimeoutError:
+            raise Abandoned(f"no step for {idle:g} s (idle timeout)") from None
+        if isinstance(action, _Close):
+            fut.cancel()
+            raise Abandoned(action.reason)
+        return action, fut
+
+    async def _step(self, client: Any, run: _Run, tools: list[dict[str, Any]], action: Any) -> Observation:
+        if isinstance(action, ListToolsAction):
+            return self._observation("tools", tools=tools)
+        if time.monotonic() > self._deadline:
+            raise _Finish("timeout")
+        if run.agent_turns >= run.spec.max_agent_turns:
+            raise _Finish("agent_limit")
+        if isinstance(action, CallToolAction):
+            run.agent_turns += 1
+            results = await self._call_batch(client, run, action.calls())
+            if action.parallel_tool_calls is None:
+                r = results[0]
+                return self._observation(
+                    "tool",
+                    call_id=r.call_id,
+                    tool_name=r.name,
+                    tool_result=r.tool_result,
+                    tool_error=r.tool_error,
+                )
+            return self._observation("tool_batch", tool_results=results)
+        assert isinstance(action, SubmitMessageAction)
+        return await self._submit(client, run, action)
+
+    async def _submit(self, client: Any, run: _Run, action: SubmitMessageAction) -> Observation:
+        if not action.content.strip() and not action.terminal_tool_calls:
+            self.steps -= 1
+            return self._observation("error", error="submit_message needs content or terminal_tool_calls")
+        run.agent_turns += 1
+        before = await self._call_batch(client, run, action.tool_calls_before_content, content=action.content)
+        extra: dict[str, Any] = {"response": action.content, "tool_results": before or None}
+        if not action.tool_calls_before_content:
+            run.messages.append(Message(role="assistant", content=action.content))
+        if action.terminal_tool_calls:
+            for spec in action.terminal_tool_calls:
+                run.tool_calls.append(
+                    ToolCall(
+                        index=len(run.tool_calls),
+                        call_id=spec.call_id,
+                        tool=spec.name,
+                        arguments=spec.arguments if isinstance(spec.arguments, dict) else None,
+                        via_mcp=False,
+                        builtin=True,
+                        agent_turn=run.agent_turns,
+                    )
+                )
+            run.done_by = action.terminal_tool_calls[0].name
+            raise _Finish("done", **extra)
+        if is_done(action.content):
+            run.done_by = "text"
+            raise _Finish("done", **extra)
+        self._user_index += 1
+        if self._user_index > run.spec.max_user_turns:
+            raise _Finish("user_limit", **extra)
+        t = time.perf_counter()
+        turn = await run.user.reply(run.transcript(), index=self._user_index)
+        run.timings["user"] += time.perf_counter() - t
+        run.add_user(turn)
+        if turn.done:
+            raise _Finish("user_done", user_message=turn.text, **extra)
+        return self._observation("user", user_message=turn.text, **extra)
+
+    async def _call_batch(
+        self, client: Any, run: _Run, calls: list[ToolCallSpec], content: str | None = None
+    ) -> list[ToolResult]:
+        """Run calls in order through the proxy, recording them as the agent loop does."""
+        if not calls:
+            return []
+        ids = [c.call_id or f"call_{run.agent_turns}_{i}" for i, c in enumerate(calls)]
+        raws = [c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments or {}) for c in calls]
+        run.messages.append(
+            Message(
+                role="assistant",
+                content=content,
+                tool_calls=[
+                    {"id": i, "type": "function", "function": {"name": c.name, "arguments": raw}}
+                    for i, c, raw in zip(ids, calls, raws, strict=True)
+                ],
+            )
+        )
+        results = []
+        for call_id, spec, raw in zip(ids, calls, raws, strict=True):
+            results.append(await self._call(client, run, call_id, spec.name, raw))
+            run.messages.append(
+                Message(role="tool", tool_call_id=call_id, name=spec.name, content=results[-1].tool_result)
+            )
+        return results
+
+    async def _call(self, client: Any, run: _Run, call_id: str, name: str, raw: str) -> ToolResult:
+        assert self._reg is not None and self.host.proxy is not None
+        seen = len(self.host.proxy.calls(self._reg.token))
+        rec = await run.call_tool(client, call_id, name, raw)
+        new: list[ProxyCall] = self.host.proxy.calls(self._reg.token)[seen:]
+        outcomes = {c.outcome for c in new}
+        gone = self.host.proxy.gone(self._reg.token)
+        if gone is not None:  # the proxy saw the sandbox's containers or network vanish
+            raise SandboxLost(f"tool call {name}: {gone}")
+        if "upstream_error" in outcomes:
+            raise SandboxLost(
+                f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
+            )
+        if "timeout" in outcomes or (rec.via_mcp and not new):
+            # A slow tool is the agent's to see; a dead container is not (a killed
+            # container's open connections time out instead of failing).
+            dead = await asyncio.to_thread(self._dead_containers)
+            if dead:
+                raise SandboxLost(f"tool call {name} timed out; sandbox containers gone: {', '.join(dead)}")
+        return ToolResult(
+            call_id=call_id, name=name, tool_result=rec.result, tool_error=_tool_error(rec, new)
+        )
+
+    # ---- helpers --------------------------------------------------------------------
+    def _dead_containers(self) -> list[str]:
+        from sandbox.docker_client import docker_client
+
+        dead = []
+        for role, cid in self.containers.items():
+            try:
+                if docker_client().containers.get(cid).status != "running":
+                    dead.append(role)
+            except docker.errors.NotFound:
+                dead.append(role)
+        return dead
+
+    def _observation(self, kind: str, **fields: Any) -> Observation:
+        return Observation(
+            kind=kind,  # type: ignore[arg-type]
+            episode_id=self.id,
+            task_uid=self.task.id,
+            steps_taken=self.steps,
+            **fields,
+        )
+
+    def _deliver(self, obs: Observation) -> None:
+        fut, self._pending = self._pending, None
+        if fut is not None and not fut.done():
+            fut.set_result(obs)
+        self.last_activity = time.monotonic()
+
+    def _fail_queued(self) -> None:
+        error = EnvError(ErrorCode.SESSION_ERROR, f"episode {self.id} has ended; reset to start another", 409)
+        if self._pending is not None and not self._pending.done():
+            self._pending.set_exception(error)
+        while not self._inbox.empty():
+            _, fut = self._inbox.get_nowait()
+            if not fut.done():
+                fut.set_exception(error)
+
+    def _trajectory(self) -> Trajectory | None:
+        return self._run.trajectory() if self._run is not None else None
+
+    def _record_error(self, record: AttemptRecord, exc: BaseException, timings: dict[str, float]) -> None:
+        partial = getattr(exc, "trajectory", None)
+        traj = self._trajectory() or (partial if isinstance(partial, Trajectory) else None)
+        write_system_error(self.host.output, self.task, record, traj, *error_message(exc), timings)
+
+
+def _tool_error(rec: ToolCall, calls: list[ProxyCall]) -> ToolErrorKind | None:
+    if not rec.via_mcp:
+        return "invalid_args"  # the arguments were not a JSON object: nothing was sent
+    outcome = calls[-1].outcome if calls else None
+    if outcome == "refused":
+        return "tool_not_found"
+    if outcome == "protocol_error" or (rec.is_error and "validation error" in rec.result.lower()):
+        return "invalid_args"
+    if rec.is_error or rec.error_envelope:
+        return "execution_error"
+    return None
+
+
+__all__ = ["Episode", "McpEndpointError", "SandboxLost"]

@@ -1,0 +1,243 @@
+"""What every episode of one `tbx env serve` shares.
+
+The dataset and models config (checked once), the task selection, one warm
+pool per served domain, the in-process session proxy, the simulated user's
+model client, the golden store, the rubric judge and the run output, which
+the episodes use exactly as `tbx run`'s coordinator does (bench.run.grading,
+bench.run.recording), so the golden end states and rubrics stay in this
+process. Start-up that needs Docker (image
+tags, the manifest, the pools) is retried in the background until it works:
+the server answers `/ready` with what is still missing meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bench.dataset import Benchmark, Task
+from bench.env.protocol import EnvError, ErrorCode
+from bench.llm.client import LLMClient
+from bench.llm.config import ModelsConfig, ModelsConfigError
+from bench.llm.judge import rubric_judge
+from bench.run.errors import BundleChanged
+from bench.run.golden import GoldenStore
+from bench.run.output import RunOutput, dataset_hash, write_manifest
+from bench.run.request import TaskPreparation
+from judge import RubricAnswer, RubricJudge
+from sandbox.errors import SandboxError
+from sandbox.labels import new_id
+from sandbox.pool import SandboxPool
+from sandbox.provider import image_digests
+from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer
+from sandbox.sandbox import AsyncSandbox, resolve_images
+from sandbox.services import Limits
+from sandbox.sweeper import sweep
+
+log = logging.getLogger(__name__)
+
+AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
+BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
+
+
+class EnvOptions(BaseModel):
+    out: Path
+    max_episodes: int = Field(default=4, ge=1)
+    warm: int = Field(default=1, ge=1)  # booted sandboxes kept ready per served domain
+    idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
+    wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
+    call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
+    start_timeout: float = Field(default=120.0, gt=0)  # a sandbox boot, and a reset waiting for one
+    runtime: str | None = None
+    golden_cache: Path | None = None
+    skip_rubrics: bool = False
+    run_name: str | None = None
+
+
+class EnvHost:
+    def __init__(self, bench: Benchmark, config: ModelsConfig, tasks: list[Task], opts: EnvOptions):
+        self.bench = bench
+        self.config = config
+        self.opts = opts
+        self.tasks = {t.id: t for t in tasks}
+        self.by_uid = {t.uid: t for t in tasks}
+        self.domains = sorted({t.domain for t in tasks})
+        self.run_id = new_id("run")
+        self.output = RunOutput(opts.out)
+        self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
+        self.judge_client: LLMClient | None = None
+        self.rubric_judge: RubricJudge | None = None
+        self.images: dict[str, str] = {}
+        self.manifest: dict[str, Any] | None = None
+        self.pools: dict[str, SandboxPool] = {}
+        self.proxy: ProxyServer | None = None
+        self.user_client: LLMClient | None = None
+        self.bring_up_error: str | None = "starting"
+        self.fatal: str | None = None  # a start-up problem retrying cannot fix (the output directory)
+        self.episodes: dict[str, Any] = {}  # episode id -> bench.env.episode.Episode, while it holds a slot
+        self._repeats: dict[str, int] = {}
+        self._bring_up: asyncio.Task[None] | None = None
+        self.config_problems = self._check_config()
+
+    # ---- configuration ---------------------------------------------------------
+    def _check_config(self) -> list[str]:
+        problems = []
+        if self.config.user is None:
+            problems.append("the config has no `user` role (the simulated customer)")
+        rubric_tasks = [t.id for t in self.tasks.values() if t.has_rubrics]
+        if rubric_tasks and not self.opts.skip_rubrics and self.config.judge is None:
+            problems.append(
+                f"{len(rubric_tasks)} served task(s) have yes/no rubrics but the config has no `judge` "
+                "role (add one, or serve with --skip-rubrics)"
+            )
+        for role in ("user", "judge"):
+            cfg = getattr(self.config, role)
+            if cfg is None:
+                continue
+            try:
+                cfg.resolved_api_key()
+            except ModelsConfigError as exc:
+                problems.append(f"{role}: {exc}")
+        return problems
+
+    # ---- lifecycle ---------------------------------------------------------------
+    async def start(self) -> None:
+        self.output.lock()
+        self.output.repair()
+        self.proxy = ProxyServer(call_timeout=self.opts.call_timeout).start()
+        if self.config.user is not None and not self.config_problems:
+            self.user_client = LLMClient(self.config.role("user"), role="user")
+        self._bring_up = asyncio.create_task(self._bring_up_loop())
+
+    async def _bring_up_loop(self) -> None:
+        """Images -> manifest -> warm pools, retried until Docker and the images are there."""
+        while True:
+            try:
+                images = await asyncio.to_thread(resolve_images, True)
+                self.images = images
+                if self.manifest is None:
+                    await asyncio.to_thread(sweep, None, 6 * 3600.0, True)
+                    self.manifest = await asyncio.to_thread(self._write_manifest, images)
+                for domain in self.domains:
+                    if domain not in self.pools:
+                        pool = SandboxPool(
+                            [domain],
+                            size=self.opts.warm,
+                            typesense=True,
+                            limits=Limits(runtime=self.opts.runtime),
+                            run_id=self.run_id,
+                            images=images,
+                            start_timeout=self.opts.start_timeout,
+                            fail_fast=False,
+                        )
+                        await pool.__aenter__()
+                        self.pools[domain] = pool
+                self.bring_up_error = None
+                return
+            except BundleChanged as exc:
+                self.fatal = str(exc)
+                self.bring_up_error = self.fatal
+                return
+            except (SandboxError, OSError) as exc:
+                self.bring_up_error = str(exc)
+            except Exception as exc:  # keep retrying; /ready shows it
+                log.exception("env server start-up failed")
+                self.bring_up_error = f"{exc.__class__.__name__}: {exc}"
+            await asyncio.sleep(BRING_UP_RETRY)
+
+    def _write_manifest(self, images: dict[str, str]) -> dict[str, Any]:
+        return write_manifest(
+            self.opts.out,
+            self.bench,
+            agent=AGENT_NAME,
+            repeats=1,
+            run_name=self.opts.run_name or AGENT_NAME,
+            images=images,
+            digests=image_digests(images),
+            config=self.config,
+            run_id=self.run_id,
+            data_hash=dataset_hash(self.bench.root),
+        )
+
+    async def close(self) -> None:
+        for episode in list(self.episodes.values()):
+            with contextlib.suppress(Exception):
+                await episode.close("the server is shutting down")
+        if self._bring_up is not None:
+            self._bring_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._bring_up
+        for pool in self.pools.values():
+            await pool.close()
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.user_client is not None:
+            await self.user_client.aclose()
+        if self.judge_client is not None:
+            await self.judge_client.aclose()
+        self.output.unlock()
+        await asyncio.to_thread(sweep, self.run_id)
+
+    # ---- episodes --------------------------------------------------------------
+    def task(self, test_uid: str) -> Task:
+        task = self.tasks.get(test_uid) or self.by_uid.get(test_uid)
+        if task is None:
+            known = len(self.tasks)
+            raise EnvError(
+                ErrorCode.VALIDATION_ERROR,
+                f"unknown task {test_uid!r}: this server serves {known} task(s) of {self.bench.root} "
+                "(`tbx tasks list` shows their ids)",
+            )
+        return task
+
+    def next_repeat(self, task: Task, wanted: int | None) -> int:
+        """`wanted`, else one past the highest repeat of the task recorded or handed out so far."""
+        if task.id not in self._repeats:
+            done = self.output.done(retry_errors=False)
+            self._repeats[task.id] = max((r + 1 for t, r in done if t == task.id), default=0)
+        if wanted is not None:
+            self._repeats[task.id] = max(self._repeats[task.id], wanted + 1)
+            return wanted
+        repeat = self._repeats[task.id]
+        self._repeats[task.id] = repeat + 1
+        return repeat
+
+    def check_capacity(self) -> None:
+        if self.fatal is not None:
+            raise EnvError(ErrorCode.EXECUTION_ERROR, f"the server cannot record episodes: {self.fatal}", 503)
+        if self.bring_up_error is not None:
+            raise EnvError(
+                ErrorCode.EXECUTION_ERROR, f"the server is not ready yet: {self.bring_up_error}", 503
+            )
+        if len(self.episodes) >= self.opts.max_episodes:
+            raise EnvError(
+                ErrorCode.CAPACITY_REACHED,
+                f"Server at capacity: {len(self.episodes)}/{self.opts.max_episodes} episodes active. "
+                "Retry when one ends (or serve with a larger --max-episodes).",
+                503,
+                active_sessions=len(self.episodes),
+                max_sessions=self.opts.max_episodes,
+            )
+
+    async def judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
+        """The rubric answers of the config's judge role (its client made on first use)."""
+        if self.rubric_judge is None:
+            assert self.config.judge is not None
+            self.judge_client = LLMClient(self.config.judge, role="judge")
+            self.rubric_judge = rubric_judge(self.judge_client)
+        return await self.rubric_judge.judge(rubrics, final_message)
+
+    async def sandbox(self, task: Task, prepare: TaskPreparation) -> AsyncSandbox:
+        """A warm sandbox of the task's domain, prepared for it."""
+        acquire = self.pools[task.domain].acquire(prepare)
+        try:
+            return await asyncio.wait_for(acquire, 2 * self.opts.start_timeout)
+        except TimeoutError:
+            raise SandboxError(
+                f"no {task.domain} sandbox within {2 * self.opts.start_timeout:g} s (is Docker overloaded?)"
+            ) from None

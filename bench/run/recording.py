@@ -1,0 +1,115 @@
+"""One attempt's files and result row, written the same way wherever it ran:
+`tbx run`'s coordinator and `tbx env serve`'s episodes both end here.
+
+A graded attempt: its states, trajectory and AttemptRecord, then its row in
+results.jsonl. A system error: its trajectory and record (when writable),
+a line in errors.jsonl, and a row marked `system_error` (kept out of every
+score). Counting and progress stay with the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import traceback
+from datetime import UTC, datetime
+
+from bench.dataset import Task
+from bench.rollout.trajectory import Trajectory
+from bench.run.attempt import AttemptOutcome
+from bench.run.grading import Graded
+from bench.run.output import RunOutput
+from bench.run.results import ResultRow
+from judge import AttemptRecord
+
+
+def _timings(timings: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in timings.items()}
+
+
+def write_graded(
+    output: RunOutput,
+    task: Task,
+    record: AttemptRecord,
+    outcome: AttemptOutcome,
+    graded: Graded,
+    timings: dict[str, float],
+) -> ResultRow:
+    """Write a graded attempt (states, trajectory, record, row); returns the row."""
+    assert outcome.initial_state is not None and outcome.terminal_state is not None
+    verdict = graded.verdict
+    record.initial_state_path = output.write_state(f"{record.attempt_id}.initial", outcome.initial_state)
+    record.terminal_state_path = output.write_state(f"{record.attempt_id}.terminal", outcome.terminal_state)
+    record.trajectory = outcome.calls
+    record.final_message = outcome.final_message
+    record.rubric_answers = graded.answers
+    record.verdict = verdict
+    rel = output.write_trajectory(record.attempt_id, outcome.trajectory)
+    attempt_file = output.write_record(record)
+    row = ResultRow.model_validate(
+        {
+            "task_id": task.id,
+            "repeat": record.repeat,
+            "domain": task.domain,
+            "passed": verdict.passed,
+            "system_error": False,
+            "signature": verdict.signature,
+            "finish_reason": outcome.finish_reason,
+            "usage": outcome.usage,
+            "timings": _timings(timings),
+            "attempt_id": record.attempt_id,
+            "attempt_file": attempt_file,
+            "trajectory": rel,
+            "strict_match": verdict.strict,
+            "differences": len(verdict.differences),
+            "rubrics_skipped": graded.rubrics_skipped,
+        }
+    )
+    output.append(output.results, row.to_json_line())
+    return row
+
+
+def write_system_error(
+    output: RunOutput,
+    task: Task,
+    record: AttemptRecord,
+    traj: Trajectory | None,
+    message: str,
+    trace: str,
+    timings: dict[str, float],
+) -> ResultRow:
+    """Write an attempt that ended in a system error; returns its row."""
+    rel = output.write_trajectory(record.attempt_id, traj)
+    record.system_error = message
+    with contextlib.suppress(OSError):
+        output.write_record(record)
+    error = {
+        "task_id": task.id,
+        "repeat": record.repeat,
+        "attempt_id": record.attempt_id,
+        "error": message,
+        "traceback": trace[-4000:],
+        "trajectory": rel,
+        "at": datetime.now(UTC).isoformat(),
+    }
+    output.append(output.errors, json.dumps(error))
+    row = ResultRow.model_validate(
+        {
+            "task_id": task.id,
+            "repeat": record.repeat,
+            "domain": task.domain,
+            "passed": False,
+            "system_error": True,
+            "error": message,
+            "finish_reason": traj.finish_reason if traj else None,
+            "timings": _timings(timings),
+            "attempt_id": record.attempt_id,
+        }
+    )
+    output.append(output.results, row.to_json_line())
+    return row
+
+
+def error_message(exc: BaseException) -> tuple[str, str]:
+    """(message, traceback) of an exception, as both writers record them."""
+    return f"{exc.__class__.__name__}: {exc}", "".join(traceback.format_exception(exc))

@@ -1,0 +1,80 @@
+"""The warm pool's bookkeeping (what `tbx env serve`'s /ready reads): the count of
+booted sandboxes, the latest boot error, and a boot error that a failing
+clean-up must not hide. The container set is replaced by a fake; the pool's
+own logic runs as is."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import sandbox.pool as pool_mod
+from sandbox.pool import SandboxPool
+
+
+class FakeSandbox:
+    fail_boot: bool = False
+    fail_close: bool = False
+    closed = 0
+
+    def __init__(self, request: Any):
+        self.request = request
+        self.handle: Any = None
+
+    def boot(self) -> None:
+        if FakeSandbox.fail_boot:
+            raise RuntimeError("boot failed: no such image")
+
+    def close(self) -> None:
+        FakeSandbox.closed += 1
+        if FakeSandbox.fail_close:
+            raise OSError("clean-up failed too")
+
+    def prepare(self) -> Any:
+        return object()
+
+
+@pytest.fixture(autouse=True)
+def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeSandbox.fail_boot = FakeSandbox.fail_close = False
+    FakeSandbox.closed = 0
+    monkeypatch.setattr(pool_mod, "Sandbox", FakeSandbox)
+
+
+async def _settle(pool: SandboxPool) -> None:
+    while pool._booting:
+        await asyncio.sleep(0.01)
+
+
+def test_booted_counts_sandboxes_waiting_for_an_attempt() -> None:
+    async def go() -> None:
+        async with SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False) as pool:
+            await _settle(pool)
+            assert pool.booted == 2 and pool.last_error is None
+            await pool.acquire()
+            assert pool.booted == 1  # the replacement is still booting
+            await _settle(pool)
+            assert pool.booted == 2
+        assert pool.booted == 0  # closing tears the spares down
+
+    asyncio.run(go())
+
+
+def test_a_failing_clean_up_does_not_swallow_the_boot_error() -> None:
+    FakeSandbox.fail_boot = FakeSandbox.fail_close = True
+
+    async def go() -> None:
+        async with SandboxPool(["retail"], size=1, images={"servers": "x"}, fail_fast=False) as pool:
+            await _settle(pool)
+            assert pool.booted == 0
+            assert isinstance(pool.last_error, RuntimeError)
+            FakeSandbox.fail_boot = FakeSandbox.fail_close = False  # the replacement boots fine
+            with pytest.raises(RuntimeError, match="no such image"):
+                await asyncio.wait_for(pool.acquire(), 5)
+            await _settle(pool)
+            assert pool.booted == 1 and pool.last_error is None  # a good boot clears it
+
+    asyncio.run(go())
+    assert FakeSandbox.closed >= 1  # the failed boot's clean-up was attempted
