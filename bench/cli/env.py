@@ -7,6 +7,7 @@ tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--ou
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -93,6 +94,11 @@ def serve_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    # uvicorn shuts down gracefully (open episodes torn down) on SIGINT and SIGTERM and
+    # then re-raises the signal, so the exit status is the signal's; a closed terminal's
+    # SIGHUP gets the same shutdown (unless nohup asked for it to be ignored).
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda *_: signal.raise_signal(signal.SIGTERM))
     uvicorn.Server(
         uvicorn.Config(
             server.app(),
