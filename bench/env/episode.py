@@ -236,7 +236,7 @@ class Episode:
                 calls,
                 initial=initial,
                 final_message=traj.final_message,
-                judge=host.judge_rubrics if host.config.judge is not None else None,
+                judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
                 no_judge=NO_JUDGE,
             )

@@ -24,12 +24,11 @@ from bench.dataset import Benchmark, Task
 from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
-from bench.llm.judge import rubric_judge
+from bench.llm.judge import LazyRubricJudge
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.request import TaskPreparation
-from judge import RubricAnswer, RubricJudge
 from sandbox.errors import SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
@@ -70,8 +69,7 @@ class EnvHost:
         self.run_id = new_id("run")
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
-        self.judge_client: LLMClient | None = None
-        self.rubric_judge: RubricJudge | None = None
+        self.judge = LazyRubricJudge(config.judge) if config.judge is not None else None
         self.images: dict[str, str] = {}
         self.manifest: dict[str, Any] | None = None
         self.pools: dict[str, SandboxPool] = {}
@@ -178,8 +176,8 @@ class EnvHost:
             self.proxy.close()
         if self.user_client is not None:
             await self.user_client.aclose()
-        if self.judge_client is not None:
-            await self.judge_client.aclose()
+        if self.judge is not None:
+            await self.judge.aclose()
         self.output.unlock()
         await asyncio.to_thread(sweep, self.run_id)
 
@@ -223,14 +221,6 @@ class EnvHost:
                 active_sessions=len(self.episodes),
                 max_sessions=self.opts.max_episodes,
             )
-
-    async def judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
-        """The rubric answers of the config's judge role (its client made on first use)."""
-        if self.rubric_judge is None:
-            assert self.config.judge is not None
-            self.judge_client = LLMClient(self.config.judge, role="judge")
-            self.rubric_judge = rubric_judge(self.judge_client)
-        return await self.rubric_judge.judge(rubrics, final_message)
 
     async def sandbox(self, task: Task, prepare: TaskPreparation) -> AsyncSandbox:
         """A warm sandbox of the task's domain, prepared for it."""

@@ -11,6 +11,8 @@ system error), worded as the judge always reported them.
 from __future__ import annotations
 
 from bench.llm.client import LLMClient, ModelEndpointError
+from bench.llm.config import RoleConfig
+from judge.records import RubricAnswer
 from judge.rubric import MAX_TOKENS, Complete, JudgeUnavailable, RubricJudge
 
 
@@ -36,3 +38,23 @@ def judge_completion(client: LLMClient) -> Complete:
 def rubric_judge(client: LLMClient) -> RubricJudge:
     """A rubric judge asking the model behind `client` (which the caller closes)."""
     return RubricJudge(judge_completion(client), model=client.config.model)
+
+
+class LazyRubricJudge:
+    """The judge role's rubric answers, its client made on the first rubric task
+    (a run without one never opens it); `aclose()` at the end of the run."""
+
+    def __init__(self, role: RoleConfig):
+        self.role = role
+        self._client: LLMClient | None = None
+        self._judge: RubricJudge | None = None
+
+    async def __call__(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
+        if self._judge is None:
+            self._client = LLMClient(self.role, role="judge")
+            self._judge = rubric_judge(self._client)
+        return await self._judge.judge(rubrics, final_message)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()

@@ -22,9 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
-from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig
-from bench.llm.judge import rubric_judge
+from bench.llm.judge import LazyRubricJudge
 from bench.rollout.agent_loop import AgentClients
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
@@ -33,7 +32,7 @@ from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
 from bench.run.recording import error_message, write_graded, write_system_error
-from judge import AttemptRecord, RubricAnswer, RubricJudge
+from judge import AttemptRecord
 from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
 
 log = logging.getLogger(__name__)
@@ -131,8 +130,7 @@ class Coordinator:
         self.golden = golden or GoldenStore(
             bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id
         )
-        self.rubric_judge: RubricJudge | None = None
-        self.judge_client: LLMClient | None = None
+        self.judge = LazyRubricJudge(config.judge) if config is not None and config.judge else None
         self.proxy: ProxyServer | None = None
         self.clients: AgentClients | None = None
         self.images: dict[str, str] = {}
@@ -268,8 +266,8 @@ class Coordinator:
             self.proxy.close()
             if self.clients is not None:
                 await self.clients.aclose()
-            if self.judge_client is not None:
-                await self.judge_client.aclose()
+            if self.judge is not None:
+                await self.judge.aclose()
             await self.provider.sweep(self.run_id)
         return self.counts
 
@@ -320,7 +318,7 @@ class Coordinator:
                 outcome.calls,
                 initial=outcome.initial_state,
                 final_message=outcome.final_message,
-                judge=self._judge_rubrics if self.config is not None and self.config.judge else None,
+                judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
                 no_judge=NO_JUDGE,
             )
@@ -331,13 +329,6 @@ class Coordinator:
             traj = outcome.trajectory if outcome is not None else None
             traj = traj or (partial if isinstance(partial, Trajectory) else None)
             self._system_error(task, record, traj, *error_message(exc), timings)
-
-    async def _judge_rubrics(self, rubrics: list[str], final_message: str) -> list[RubricAnswer]:
-        if self.rubric_judge is None:
-            assert self.config is not None and self.config.judge is not None
-            self.judge_client = LLMClient(self.config.judge, role="judge")
-            self.rubric_judge = rubric_judge(self.judge_client)
-        return await self.rubric_judge.judge(rubrics, final_message)
 
     # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
