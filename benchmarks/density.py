@@ -331,7 +331,7 @@ def model_run(
     async def go() -> None:
         async def sample() -> None:
             while True:
-                in_flight.append(runner.provider.alive)
+                in_flight.append(runner.executor.alive)
                 await asyncio.sleep(0.5)
 
         sampler = asyncio.create_task(sample())
