@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
 from bench.report.metrics import GroupMetrics, RunMetrics, mark_pareto, metrics_for_run
+from bench.run.causes import causes_text
 from bench.run.results import ResultsError, load_run
 
 DASH = "—"
@@ -203,7 +204,11 @@ def listed(ids: Sequence[str]) -> str:
 def flag_lines(r: RunMetrics) -> list[str]:
     out = []
     if r.system_errors:
-        out.append(f"{r.system_errors} attempts ended in a system error; they are outside every denominator.")
+        causes = causes_text(r.system_error_causes)
+        out.append(
+            f"{r.system_errors} attempts ended in a system error{f' ({causes})' if causes else ''}; "
+            "they are outside every denominator."
+        )
     if r.short_tasks:
         out.append(
             f"{len(r.short_tasks)} tasks have fewer than K={r.k} valid attempts: {listed(r.short_tasks)}"
