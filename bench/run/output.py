@@ -28,7 +28,7 @@ from bench.dataset import Benchmark
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
-from judge import AttemptRecord, State, atomic_write, canonical_bytes, write_attempt
+from judge import AttemptRecord, State, canonical_bytes, write_attempt
 
 # policy_search changes what agents see, so results of the two searches never mix.
 BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config", "policy_search")
@@ -137,7 +137,7 @@ class RunOutput:
     def write_state(self, name: str, state: State) -> str:
         rel = f"states/{name}.json.gz"
         with writing(self.out / rel):
-            atomic_write(self.out / rel, gzip.compress(canonical_bytes(state), mtime=0))
+            _replace(self.out / rel, gzip.compress(canonical_bytes(state), mtime=0))
         return "../" + rel  # relative to attempts/
 
     def write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:
@@ -145,7 +145,7 @@ class RunOutput:
             return None
         rel = f"trajectories/{attempt_id}.json"
         with writing(self.out / rel):
-            atomic_write(self.out / rel, traj.model_dump_json().encode())
+            _replace(self.out / rel, traj.model_dump_json().encode())
         return rel
 
     def write_record(self, record: AttemptRecord) -> str:
@@ -153,6 +153,17 @@ class RunOutput:
         with writing(self.out / rel):
             write_attempt(self.out / rel, record)
         return rel
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """`path` holds `data` or what it held before; a failed write leaves no temporary file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager
@@ -236,7 +247,7 @@ def write_manifest(
     manifest["bundle_hash"] = bundle_hash(manifest)
     merge_previous_manifest(out, manifest)
     with writing(out / "manifest.json"):
-        atomic_write(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        _replace(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
 
 
