@@ -7,7 +7,7 @@ every fifth request is answered. With the config's `max_retries: 4` each
 completion gets through, so those attempts pass. Requests of repeat 2
 (recognised by the seed the client sends, `seed` + repeat) always get a 503:
 that attempt's endpoint retries run out, each of its tries is a system error
-(model endpoint) and, the run's retries spent, so is its row. The run's
+(model endpoint) and, the run's retries (--max-retries 3) spent, so is its row. The run's
 `done:` line and `tbx report` say how many system errors there were, and why.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bench.run.causes import cause_of
 from bench.run.results import read_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -31,13 +33,14 @@ from stub_model import AGENT_MODEL, USER_MODEL, StubModel
 
 from bench.dataset import load_benchmark
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 SEED = 1000
 DOWN_REPEAT = 2
 TIMEOUT = 1.5
+RUN_RETRIES = 3  # tries of an attempt after a system error (tbx run --max-retries)
 
 
 class FlappingModel(StubModel):
@@ -97,9 +100,10 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     out = tmp_path / "run"
     args = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(PACK), "--tasks", TASK]
     args += ["--agent", "llm", "--config", str(tmp_path / "models.json"), "--repeat", "3"]
-    args += ["--concurrency", "1", "--warm", "0", "--max-retries", "1", "--skip-rubrics", "--plain"]
+    args += ["--concurrency", "1", "--warm", "0", "--max-retries", str(RUN_RETRIES), "--skip-rubrics"]
+    args += ["--plain"]
     args += ["--out", str(out), "--golden-cache", str(tmp_path / "golden")]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1500)
 
     assert proc.returncode == 3, proc.stderr  # some attempts ended in system errors
     assert {"429", "500", "json", "hang", "503"} <= set(model.faults), model.faults
@@ -110,12 +114,13 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     assert down.system_error and down.error is not None
     assert down.error.startswith("ModelEndpointError: agent model endpoint") and "HTTP 503" in down.error
     assert "after 5 attempts" in down.error  # the config's max_retries: 4, then no more
-    assert (down.model_extra or {})["retries"] == 1
+    assert (down.model_extra or {})["retries"] == RUN_RETRIES
     errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
-    assert [(e["repeat"], e["retried"]) for e in errors] == [(DOWN_REPEAT, True), (DOWN_REPEAT, False)]
-    assert "1 system errors (model endpoint 1), 1 tries retried (model endpoint 1)" in proc.stderr, (
-        proc.stderr
-    )
+    # (A busy machine's slow sandbox start may add container errors of its own: not counted here.)
+    endpoint = [(e["repeat"], e["retried"]) for e in errors if cause_of(str(e["error"])) == "model endpoint"]
+    assert endpoint == [(DOWN_REPEAT, True)] * RUN_RETRIES + [(DOWN_REPEAT, False)]
+    assert "1 system errors (model endpoint 1), " in proc.stderr, proc.stderr
+    assert re.search(rf"\d+ tries retried \((.*, )?model endpoint {RUN_RETRIES}\b", proc.stderr), proc.stderr
 
     report = subprocess.run(
         [sys.executable, "-m", "bench.cli", "report", str(out)], capture_output=True, text=True, timeout=120
