@@ -137,7 +137,7 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                 r.model or DASH,
                 str(r.tasks),
                 str(r.attempts),
-                str(r.system_errors),
+                errors_text(r),
                 str(r.k),
                 f"{fmt_pct(r.pass_at_1)} {fmt_ci(r.pass_at_1_ci)}",
                 f"{fmt_pct(pass_hat_big_k(r))} ({r.retention_k or DASH})",
@@ -199,6 +199,12 @@ def signature_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
 def listed(ids: Sequence[str]) -> str:
     shown = ", ".join(ids[:MAX_LISTED])
     return shown + (f" … and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else "")
+
+
+def errors_text(r: RunMetrics) -> str:
+    """`3 (model endpoint 2, container 1)`: how many system errors, and of which cause."""
+    causes = causes_text(r.system_error_causes)
+    return f"{r.system_errors} ({causes})" if causes else str(r.system_errors)
 
 
 def flag_lines(r: RunMetrics) -> list[str]:
