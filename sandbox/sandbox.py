@@ -41,6 +41,7 @@ from sandbox.errors import (
     ImageMissingError,
     SandboxError,
 )
+from sandbox.fate import describe
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
 from sandbox.preparer import Preparer, TypesenseEndpoint
@@ -362,9 +363,8 @@ class Sandbox:
         wrapped = container.get_wrapped_container()
         wrapped.reload()
         if wrapped.status in ("exited", "dead"):
-            code = wrapped.attrs.get("State", {}).get("ExitCode")
             raise ContainerStartError(
-                f"{role} container exited during start (exit code {code}); last log lines:\n{_tail_logs(container)}"
+                f"sandbox start failed: {describe(role, wrapped.attrs)}; last log lines:\n{_tail_logs(container)}"
             )
 
     def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
