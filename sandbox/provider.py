@@ -33,7 +33,7 @@ from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
-from sandbox.sweeper import sweep
+from sandbox.sweeper import remove_stopped, sweep
 from sandbox.teardown import Reaper
 
 STALE_AFTER = ORPHAN_TTL
@@ -105,6 +105,12 @@ class SandboxProvider(abc.ABC):
             self.alive -= 1
             raise
         return _Counted(session, self)
+
+    async def ping(self) -> None:  # noqa: B027 - optional hook
+        """Raise when the machinery that runs the containers does not answer."""
+
+    async def recovered(self) -> None:  # noqa: B027 - optional hook
+        """That machinery answers again after an outage: drop what did not survive it."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """End of run: release what the provider holds (warm pools)."""
@@ -257,6 +263,21 @@ class DockerProvider(SandboxProvider):
             self.pools[key] = pool
             await pool.__aenter__()
         return pool
+
+    async def ping(self) -> None:
+        from sandbox.docker_client import docker_client
+
+        await asyncio.to_thread(lambda: docker_client().ping())
+
+    async def recovered(self) -> None:
+        """After a daemon restart: warm sandboxes are stopped (restart policy "no"), removals
+        that failed meanwhile are owed, and the stopped sets of attempts in flight go by label."""
+        for pool in list(self.pools.values()):
+            await pool.flush()
+        if self.reaper is not None:
+            await self.reaper.retry_failed()
+        if self.run_id is not None:
+            await asyncio.to_thread(remove_stopped, self.run_id)
 
     async def close(self) -> None:
         pools, self.pools = list(self.pools.values()), {}

@@ -1,0 +1,152 @@
+"""The Docker daemon restarted under a running `tbx run` (issue #17), on a second
+daemon of the test's own (scripts/second-dockerd.sh), never the shared one.
+
+Restarted mid-run: the attempts in flight end in system errors that are
+retried, new tries wait for the daemon (bench.run.daemon), the run completes
+with every (task, repeat) exactly once, and nothing is left on the daemon.
+Down for good: the run stops with a clear message and a non-zero exit code,
+and the same command resumes it once the daemon is back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from second_daemon import SecondDaemon, rows_by_key, tbx_command
+
+pytestmark = pytest.mark.docker
+
+PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
+TASK = "demo_retail.py:test_ret_expedite_headphones"
+REPEATS = 4
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[SecondDaemon]:
+    reason = SecondDaemon.unavailable()
+    if reason:
+        pytest.skip(f"needs a second Docker daemon of its own: {reason}")
+    d2 = SecondDaemon()
+    try:
+        d2.start()
+    except RuntimeError as exc:
+        pytest.skip(f"a second Docker daemon could not start here: {exc}")
+    yield d2
+    d2.start()  # a test that failed half-way may have left it stopped
+    from sandbox.docker_client import remove_container, remove_network
+
+    client = d2.client()
+    for c in client.containers.list(all=True, filters={"label": "tbx.run"}):
+        remove_container(c)
+    for n in client.networks.list(filters={"label": "tbx.run"}):
+        remove_network(n)
+    client.close()
+
+
+def run_args(out: Path, cache: Path, *extra: str) -> list[str]:
+    return tbx_command(
+        "run",
+        "--dataset",
+        str(PACK),
+        "--tasks",
+        TASK,
+        "--agent",
+        "oracle",
+        "--repeat",
+        str(REPEATS),
+        "--concurrency",
+        "2",
+        "--warm",
+        "1",
+        "--out",
+        str(out),
+        "--golden-cache",
+        str(cache),
+        "--plain",
+        *extra,
+    )
+
+
+def start_run(d2: SecondDaemon, args: list[str], log: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(args, env=d2.env(), stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def in_flight(d2: SecondDaemon) -> bool:
+    """Attempt containers running (the golden replays are over by then)."""
+    return len(d2.attempt_containers()) >= 2
+
+
+def retried_lines(out: Path) -> list[dict[str, object]]:
+    path = out / "errors.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_restart_mid_run_completes_every_attempt_once(daemon: SecondDaemon, tmp_path: Path) -> None:
+    out, cache, log = tmp_path / "run", tmp_path / "golden", tmp_path / "stderr.txt"
+    proc = start_run(daemon, run_args(out, cache, "--daemon-wait", "120"), log)
+    try:
+        wait_for(lambda: in_flight(daemon) or proc.poll() is not None, 400, "attempts in flight")
+        assert proc.poll() is None, log.read_text()
+        daemon.restart(down_for=3.0)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = log.read_text()
+    assert proc.returncode == 0, err
+    assert "the Docker daemon does not answer" in err and "answers again" in err, err
+    keys = rows_by_key(out / "results.jsonl")
+    assert keys == {(TASK, r): 1 for r in range(REPEATS)}, keys
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all(r["passed"] and not r["system_error"] for r in rows), rows
+    retried = retried_lines(out)
+    assert retried and all(line["retried"] for line in retried), retried
+    assert sum(r["retries"] for r in rows) == len(retried)
+    assert daemon.tbx_leftovers() == ([], [])
+
+
+def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Path) -> None:
+    out, cache, log = tmp_path / "run", tmp_path / "golden", tmp_path / "stderr.txt"
+    args = run_args(out, cache, "--daemon-wait", "8")
+    proc = start_run(daemon, args, log)
+    try:
+        wait_for(lambda: in_flight(daemon) or proc.poll() is not None, 400, "attempts in flight")
+        assert proc.poll() is None, log.read_text()
+        daemon.stop()
+        stopped = time.monotonic()
+        proc.wait(timeout=300)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        daemon.start()
+    err = log.read_text()
+    assert proc.returncode == 1, err
+    assert "the Docker daemon has not answered for" in err and "re-run the same command" in err, err
+    assert took < 200, f"the run took {took:.0f}s to give up"
+    before = rows_by_key(out / "results.jsonl")
+    assert len(before) < REPEATS and all(n == 1 for n in before.values()), before
+
+    resumed = subprocess.run(args, env=daemon.env(), capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    keys = rows_by_key(out / "results.jsonl")
+    assert keys == {(TASK, r): 1 for r in range(REPEATS)}, keys
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all(r["passed"] for r in rows), rows
+    assert daemon.tbx_leftovers() == ([], [])
