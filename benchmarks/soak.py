@@ -101,9 +101,7 @@ class Chaos(threading.Thread):
         return [
             c
             for c in running
-            if c.labels.get("tbx.pid") in self.pids
-            and not c.labels.get("tbx.attempt", "").startswith("golden")
-            and c.labels.get("tbx.role", "").split("-")[0] in ROLES
+            if c.labels.get("tbx.pid") in self.pids and c.labels.get("tbx.role", "").split("-")[0] in ROLES
         ]
 
     def run(self) -> None:
@@ -155,12 +153,15 @@ def main() -> int:
     )
     ap.add_argument("--daemon", choices=["second", "shared"], default="second")
     ap.add_argument("--max-retries", type=int, default=2)
+    ap.add_argument(
+        "--tasks", type=int, default=None, help="only the first N demo tasks (default: all without rubrics)"
+    )
     ap.add_argument("--out", type=Path, default=Path("/tmp/tbx-soak"))
     ap.add_argument("--json", type=Path, default=None, help="write the summary here too")
     ap.add_argument("--timeout", type=float, default=6 * 3600)
     args = ap.parse_args()
 
-    tasks = demo_tasks()
+    tasks = demo_tasks()[: args.tasks]
     n_chaos = round(args.attempts * args.chaos_share)
     plan = {"oracle": args.attempts - n_chaos, "chaos": n_chaos}
     plan = {agent: n for agent, n in plan.items() if n > 0}

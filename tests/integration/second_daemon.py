@@ -60,7 +60,7 @@ class SecondDaemon:
         return {
             **os.environ,
             "DOCKER_HOST": self.host,
-            "TBX_SUBNET_RANGE": SUBNETS,
+            "TBX_SUBNET_RANGE": os.environ.get("TBX_D2_SUBNETS", SUBNETS),
             "TESTCONTAINERS_RYUK_DISABLED": "true",
             "PYTHONPATH": str(ROOT),
         }
@@ -75,14 +75,10 @@ class SecondDaemon:
         return containers, networks
 
     def attempt_containers(self) -> list[Any]:
-        """Running attempt containers (golden replays excluded)."""
+        """Running tbx containers (attempts' and golden replays')."""
         client = self.client()
         try:
-            return [
-                c
-                for c in client.containers.list(filters={"label": "tbx.attempt", "status": "running"})
-                if not c.labels.get("tbx.attempt", "").startswith("golden")
-            ]
+            return list(client.containers.list(filters={"label": "tbx.attempt", "status": "running"}))
         finally:
             client.close()
 
