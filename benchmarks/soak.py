@@ -95,7 +95,9 @@ class Chaos(threading.Thread):
     def victims(self) -> list[Any]:
         client = self.client_for()
         try:
-            running = client.containers.list(filters={"label": "tbx.attempt", "status": "running"})
+            running = client.containers.list(
+                filters={"label": "tbx.attempt", "status": "running"}, ignore_removed=True
+            )
         finally:
             client.close()
         return [
@@ -127,7 +129,7 @@ class Chaos(threading.Thread):
                         "pid": c.labels["tbx.pid"],
                     }
                 )
-            except (docker.errors.DockerException, OSError, RuntimeError) as exc:
+            except Exception as exc:
                 # The daemon restarting, a container gone in the meantime: try again next tick.
                 print(f"chaos: {exc.__class__.__name__}: {str(exc)[:160]}", file=sys.stderr)
 
@@ -153,6 +155,7 @@ def main() -> int:
     )
     ap.add_argument("--daemon", choices=["second", "shared"], default="second")
     ap.add_argument("--max-retries", type=int, default=2)
+    ap.add_argument("--warm", type=int, default=1, help="warm sandboxes per domain and run (tbx run --warm)")
     ap.add_argument(
         "--tasks", type=int, default=None, help="only the first N demo tasks (default: all without rubrics)"
     )
@@ -194,7 +197,7 @@ def main() -> int:
         expected[agent] = {(t, r) for t in chosen for r in range(repeats)}
         cmd = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(PACK), "--tasks", ",".join(chosen)]
         cmd += ["--agent", agent if agent == "oracle" else "chaos:0.5", "--repeat", str(repeats)]
-        cmd += ["--concurrency", str(share[agent]), "--out", str(out), "--plain"]
+        cmd += ["--concurrency", str(share[agent]), "--warm", str(args.warm), "--out", str(out), "--plain"]
         cmd += ["--max-retries", str(args.max_retries), "--golden-cache", str(args.out / "golden")]
         log = (args.out / f"{agent}.stderr").open("w")
         procs[agent] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -276,7 +279,10 @@ def main() -> int:
     details["retried_tries"] = sum(r.get("retries", 0) for r in all_rows)
     client = client_for()
     try:
-        left_c = [c.name for c in client.containers.list(all=True, filters={"label": "tbx.run"})]
+        left_c = [
+            c.name
+            for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True)
+        ]
         left_n = [n.name for n in client.networks.list(filters={"label": "tbx.run"})]
     finally:
         client.close()

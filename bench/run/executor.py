@@ -106,14 +106,18 @@ class LocalExecutor:
         await self.provider.recovered()
 
     async def close(self, run_id: str) -> None:
+        # Each step even when the one before failed (the daemon away: the provider's
+        # removals raise, yet the proxy's thread and the model clients must go).
         try:
             await self.provider.close()
-            if self.proxy is not None:
-                self.proxy.close()
-            if self.clients is not None:
-                await self.clients.aclose()
         finally:
-            await self.provider.sweep(run_id)
+            try:
+                if self.proxy is not None:
+                    self.proxy.close()
+                if self.clients is not None:
+                    await self.clients.aclose()
+            finally:
+                await self.provider.sweep(run_id)
 
     @property
     def alive(self) -> int:

@@ -68,7 +68,10 @@ class SecondDaemon:
     def tbx_leftovers(self) -> tuple[list[str], list[str]]:
         client = self.client()
         try:
-            containers = [c.name for c in client.containers.list(all=True, filters={"label": "tbx.run"})]
+            containers = [
+                c.name
+                for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True)
+            ]
             networks = [n.name for n in client.networks.list(filters={"label": "tbx.run"})]
         finally:
             client.close()
@@ -78,7 +81,11 @@ class SecondDaemon:
         """Running tbx containers (attempts' and golden replays')."""
         client = self.client()
         try:
-            return list(client.containers.list(filters={"label": "tbx.attempt", "status": "running"}))
+            return list(
+                client.containers.list(
+                    filters={"label": "tbx.attempt", "status": "running"}, ignore_removed=True
+                )
+            )
         finally:
             client.close()
 
@@ -94,7 +101,9 @@ def rows_by_key(results: Path) -> Counter[tuple[str, int]]:
     keys: Counter[tuple[str, int]] = Counter()
     if results.exists():
         for line in results.read_text().splitlines():
-            if line.strip():
+            try:
                 row = json.loads(line)
-                keys[(row["task_id"], row["repeat"])] += 1
+            except json.JSONDecodeError:
+                continue  # blank, or the line being written right now (read mid-run)
+            keys[(row["task_id"], row["repeat"])] += 1
     return keys

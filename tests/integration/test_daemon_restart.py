@@ -11,6 +11,7 @@ and the same command resumes it once the daemon is back.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ def daemon() -> Iterator[SecondDaemon]:
     from sandbox.docker_client import remove_container, remove_network
 
     client = d2.client()
-    for c in client.containers.list(all=True, filters={"label": "tbx.run"}):
+    for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True):
         remove_container(c)
     for n in client.networks.list(filters={"label": "tbx.run"}):
         remove_network(n)
@@ -155,3 +156,37 @@ def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Pa
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert all(r["passed"] for r in rows), rows
     assert daemon.tbx_leftovers() == ([], [])
+
+
+def test_attempt_networks_on_the_second_daemon_have_no_route_out(daemon: SecondDaemon) -> None:
+    """Without its own iptables chains the second daemon must still give an attempt
+    network no way out: `internal` leaves the containers without a default route."""
+    import docker
+
+    from sandbox.images import image_tag
+    from sandbox.labels import labels_for, new_id
+
+    attempt = new_id("egress")
+    labels = labels_for("egress-test", attempt, "network", os.getpid())
+    client = daemon.client()
+    network = client.networks.create(
+        attempt,
+        driver="bridge",
+        internal=True,
+        labels=labels,
+        ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet="10.231.250.0/27")]),
+        options={"com.docker.network.bridge.name": "tbx-egresstest"},
+    )
+    try:
+        routes = client.containers.run(
+            image_tag("servers"),
+            entrypoint=["cat", "/proc/net/route"],
+            network=network.name,
+            labels={**labels, "tbx.role": "probe"},
+            remove=True,
+        ).decode()
+    finally:
+        network.remove()
+        client.close()
+    destinations = [line.split()[1] for line in routes.splitlines()[1:] if line.strip()]
+    assert destinations and "00000000" not in destinations, routes
