@@ -26,14 +26,23 @@ case "$cmd" in
   host) echo "$sock" ;;
   start)
     mkdir -p "$dir/root" "$dir/exec"
-    # Without its own iptables chains this daemon gets no per-network ACCEPT rule, and with
-    # br_netfilter on (the main daemon's doing) a FORWARD policy of DROP would drop the frames
-    # between an attempt's own containers (server -> PostgreSQL). Accept exactly those: bridged
-    # within one tbx bridge (physdev). Routed traffic between bridges stays dropped; the main
-    # daemon's tbx bridges already have the same per-bridge rule from Docker.
-    rule=(FORWARD -i tbx-+ -o tbx-+ -m physdev --physdev-is-bridged -j ACCEPT)
-    if command -v iptables >/dev/null && ! iptables -C "${rule[@]}" 2>/dev/null; then
-      iptables -I "${rule[@]}"
+    # Without its own iptables chains this daemon gets neither Docker's per-network ACCEPT
+    # rule nor the DOCKER-ISOLATION drops that make an `internal` network internal (its
+    # containers still have a default route via the bridge). So, for every tbx-* bridge:
+    # accept frames bridged within one bridge (an attempt's server -> its PostgreSQL), then
+    # drop whatever else is forwarded from or to one (egress, another attempt's network).
+    # The main daemon's internal tbx networks carry nothing else either, so for them this
+    # only repeats what its own isolation chains do. ACCEPT goes in first, the drops right
+    # after it, so no frame between an attempt's containers ever meets a drop first.
+    if command -v iptables >/dev/null; then
+      accept=(-i tbx-+ -o tbx-+ -m physdev --physdev-is-bridged -j ACCEPT)
+      drop_in=(-i tbx-+ -j DROP)
+      drop_out=(-o tbx-+ -j DROP)
+      if ! iptables -C FORWARD "${drop_in[@]}" 2>/dev/null || ! iptables -C FORWARD "${drop_out[@]}" 2>/dev/null; then
+        iptables -I FORWARD 1 "${accept[@]}"
+        iptables -C FORWARD "${drop_out[@]}" 2>/dev/null || iptables -I FORWARD 2 "${drop_out[@]}"
+        iptables -C FORWARD "${drop_in[@]}" 2>/dev/null || iptables -I FORWARD 2 "${drop_in[@]}"
+      fi
     fi
     if ! running; then
       driver=${TBX_D2_STORAGE_DRIVER:-$(main_docker info --format '{{.Driver}}' 2>/dev/null || echo vfs)}

@@ -159,35 +159,74 @@ def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Pa
     assert daemon.tbx_leftovers() == ([], [])
 
 
-def test_attempt_networks_on_the_second_daemon_have_no_route_out(daemon: SecondDaemon) -> None:
-    """Without its own iptables chains the second daemon must still give an attempt
-    network no way out: `internal` leaves the containers without a default route."""
+PROBE = """
+import socket, sys, time
+host, port, wait = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+deadline = time.monotonic() + wait
+while True:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print("open")
+        break
+    except OSError as exc:
+        if time.monotonic() > deadline:
+            print("blocked", exc)
+            break
+        time.sleep(0.5)
+"""
+
+
+def test_attempt_networks_on_the_second_daemon_are_closed(daemon: SecondDaemon) -> None:
+    """Without its own iptables chains the second daemon's `internal` networks still
+    give their containers a default route (via the bridge): what keeps them closed is
+    the FORWARD rules second-dockerd.sh installs. Within one attempt network a
+    container reaches its peer; from another attempt network (the same routed path as
+    egress to anywhere) it does not."""
     import docker
 
     from sandbox.images import image_tag
-    from sandbox.labels import labels_for, new_id
 
-    attempt = new_id("egress")
-    labels = labels_for("egress-test", attempt, "network", os.getpid())
+    image = image_tag("servers")
+    run = f"isolation-{os.getpid()}"
     client = daemon.client()
-    network = client.networks.create(
-        attempt,
-        driver="bridge",
-        internal=True,
-        labels=labels,
-        ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet="10.231.250.0/27")]),
-        options={"com.docker.network.bridge.name": "tbx-egresstest"},
-    )
+    networks, containers = [], []
     try:
-        routes = client.containers.run(
-            image_tag("servers"),
-            entrypoint=["cat", "/proc/net/route"],
-            network=network.name,
-            labels={**labels, "tbx.role": "probe"},
-            remove=True,
-        ).decode()
+        for i, subnet in enumerate(("10.231.250.0/27", "10.231.250.32/27")):
+            networks.append(
+                client.networks.create(
+                    f"{run}-{i}",
+                    driver="bridge",
+                    internal=True,
+                    labels={"tbx.run": run},
+                    ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)]),
+                    options={"com.docker.network.bridge.name": f"tbx-iso{os.getpid() % 100000}{i}"},
+                )
+            )
+        server = client.containers.run(
+            image,
+            entrypoint=["python", "-m", "http.server", "8080"],
+            network=networks[0].name,
+            labels={"tbx.run": run},
+            detach=True,
+        )
+        containers.append(server)
+        server.reload()
+        ip = server.attrs["NetworkSettings"]["Networks"][networks[0].name]["IPAddress"]
+
+        def probe(network: str, wait: float) -> str:
+            return client.containers.run(
+                image,
+                entrypoint=["python", "-c", PROBE, ip, "8080", str(wait)],
+                network=network,
+                labels={"tbx.run": run},
+                remove=True,
+            ).decode()
+
+        assert probe(networks[0].name, 60).startswith("open")  # its peer, on the same bridge
+        assert probe(networks[1].name, 6).startswith("blocked")  # routed from another network
     finally:
-        network.remove()
+        for c in containers:
+            c.remove(force=True)
+        for n in networks:
+            n.remove()
         client.close()
-    destinations = [line.split()[1] for line in routes.splitlines()[1:] if line.strip()]
-    assert destinations and "00000000" not in destinations, routes
