@@ -155,7 +155,12 @@ def main() -> int:
     )
     ap.add_argument("--daemon", choices=["second", "shared"], default="second")
     ap.add_argument("--max-retries", type=int, default=2)
-    ap.add_argument("--warm", type=int, default=1, help="warm sandboxes per domain and run (tbx run --warm)")
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="warm sandboxes per domain and run (tbx run --warm; 0: cold, the 90 s boot deadline)",
+    )
     ap.add_argument(
         "--tasks", type=int, default=None, help="only the first N demo tasks (default: all without rubrics)"
     )
@@ -256,39 +261,66 @@ def main() -> int:
             errors[line["attempt_id"]] = line
         for row in lines(out / "results.jsonl"):
             graded_ids[row["attempt_id"]] = row
+    # A killed try ends as a system error: a `retried` line while retries are left, else
+    # the (task, repeat)'s system-error row. A kill that landed after the terminal state was
+    # dumped (teardown) changes nothing: that try is graded as usual.
     retried = [a for a in killed_ids if a in errors and errors[a].get("retried")]
     final_error = [a for a in killed_ids if a in errors and not errors[a].get("retried")]
     after_end = [a for a in killed_ids if a in graded_ids and not graded_ids[a]["system_error"]]
     unaccounted = [a for a in killed_ids if a not in errors and a not in graded_ids]
-    checks["every killed attempt: a retried system error (or killed after its end)"] = (
-        not final_error and not unaccounted
+    retries_left = [a for a in final_error if errors[a].get("try", 0) <= args.max_retries]
+    checks["every killed try: a system error, retried while retries were left"] = (
+        not unaccounted and not retries_left
     )
     details.update(
         killed=len(killed_ids),
         killed_retried=len(retried),
-        killed_final_error=len(final_error),
+        killed_out_of_retries=len(final_error),
         killed_after_end=len(after_end),
         killed_unaccounted=sorted(unaccounted),
+        killed_not_retried_with_retries_left=sorted(retries_left),
+        kills=chaos.killed,
     )
     oracle_rows = lines(outs["oracle"] / "results.jsonl") if "oracle" in outs else []
-    oracle_failed = [r["attempt_id"] for r in oracle_rows if not r["passed"]]
-    checks["oracle: every row passed"] = not oracle_failed
+    # Not killed in its final try: the oracle must pass (a system error row there would be
+    # a fault tbx did not absorb; one whose last try was killed ran out of retries).
+    oracle_failed = [
+        r["attempt_id"] for r in oracle_rows if not r["passed"] and r["attempt_id"] not in killed_ids
+    ]
+    checks["oracle: every row whose last try was not killed passed"] = not oracle_failed
     details["oracle_not_passed"] = oracle_failed[:20]
+    details["oracle_out_of_retries_by_kills"] = sum(r["attempt_id"] in killed_ids for r in oracle_rows)
     all_rows = [r for o in outs.values() for r in lines(o / "results.jsonl")]
     details["system_error_rows"] = sum(r["system_error"] for r in all_rows)
     details["retried_tries"] = sum(r.get("retries", 0) for r in all_rows)
-    client = client_for()
-    try:
-        left_c = [
-            c.name
-            for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True)
-        ]
-        left_n = [n.name for n in client.networks.list(filters={"label": "tbx.run"})]
-    finally:
-        client.close()
+    if d2 is not None:  # the daemon is ours alone: anything on it, labelled or not, is a leak
+        left_c, left_n = d2.anything_left()
+    else:  # the shared daemon: what carries the soak's runs' pids
+        client = client_for()
+        try:
+            pids = {str(p.pid) for p in procs.values()}
+            left_c = [
+                c.name
+                for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True)
+                if c.labels.get("tbx.pid") in pids
+            ]
+            left_n = [
+                n.name
+                for n in client.networks.list(filters={"label": "tbx.run"})
+                if (n.attrs.get("Labels") or {}).get("tbx.pid") in pids
+            ]
+        finally:
+            client.close()
     checks["0 containers and 0 networks left"] = not left_c and not left_n
     details["left"] = {"containers": left_c, "networks": left_n}
-    checks["runs exited 0"] = all(p.returncode == 0 for p in procs.values())
+    # Exit 3 means "some rows are system errors"; fine when every such row's last try was killed.
+    unexplained = [
+        r["attempt_id"] for r in all_rows if r["system_error"] and r["attempt_id"] not in killed_ids
+    ]
+    details["system_error_rows_not_from_kills"] = unexplained[:20]
+    checks["runs exited 0 (or 3 with every system-error row's last try killed)"] = not unexplained and all(
+        p.returncode in (0, 3) for p in procs.values()
+    )
 
     # ---- RSS over time: first and last quarter medians per run
     rss_report: dict[str, Any] = {}

@@ -175,6 +175,19 @@ class DockerSession:
         await self.sandbox.__aexit__(None, None, None)
 
 
+def ping_daemon() -> None:
+    """Raise unless the daemon accepts a new connection now. Not the shared client: a
+    stopping dockerd has already removed its socket, yet still answers on connections
+    opened before (the shared client's pool), while every new one fails."""
+    import docker
+
+    client = docker.from_env(timeout=10)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
 def image_digests(images: dict[str, str]) -> dict[str, str]:
     """Image name -> the local image's immutable id (blocking: a Docker call per image)."""
     from sandbox.docker_client import docker_client
@@ -265,9 +278,7 @@ class DockerProvider(SandboxProvider):
         return pool
 
     async def ping(self) -> None:
-        from sandbox.docker_client import docker_client
-
-        await asyncio.to_thread(lambda: docker_client().ping())
+        await asyncio.to_thread(ping_daemon)
 
     async def recovered(self) -> None:
         """After a daemon restart: warm sandboxes are stopped (restart policy "no"), removals

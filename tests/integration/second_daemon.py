@@ -77,6 +77,17 @@ class SecondDaemon:
             client.close()
         return containers, networks
 
+    def anything_left(self) -> tuple[list[str], list[str]]:
+        """Every container and network on this daemon, labelled or not, but its
+        built-in networks: the daemon is ours alone, so anything here is a leak."""
+        client = self.client()
+        try:
+            containers = [c.name for c in client.containers.list(all=True, ignore_removed=True)]
+            networks = [n.name for n in client.networks.list() if n.name not in ("host", "none", "bridge")]
+        finally:
+            client.close()
+        return containers, networks
+
     def attempt_containers(self) -> list[Any]:
         """Running tbx containers (attempts' and golden replays')."""
         client = self.client()

@@ -125,7 +125,7 @@ def test_restart_mid_run_completes_every_attempt_once(daemon: SecondDaemon, tmp_
     retried = retried_lines(out)
     assert retried and all(line["retried"] for line in retried), retried
     assert sum(r["retries"] for r in rows) == len(retried)
-    assert daemon.tbx_leftovers() == ([], [])
+    assert daemon.anything_left() == ([], [])  # labelled or not
 
 
 def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Pa
     assert keys == {(TASK, r): 1 for r in range(REPEATS)}, keys
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert all(r["passed"] for r in rows), rows
-    assert daemon.tbx_leftovers() == ([], [])
+    assert daemon.anything_left() == ([], [])  # labelled or not
 
 
 PROBE = """
