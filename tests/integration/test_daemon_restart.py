@@ -104,6 +104,7 @@ def retried_lines(out: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.timeout(1500)  # a loaded shared machine boots sandboxes slowly
 def test_restart_mid_run_completes_every_attempt_once(daemon: SecondDaemon, tmp_path: Path) -> None:
     out, cache, log = tmp_path / "run", tmp_path / "golden", tmp_path / "stderr.txt"
     proc = start_run(daemon, run_args(out, cache, "--daemon-wait", "120"), log)
@@ -128,6 +129,7 @@ def test_restart_mid_run_completes_every_attempt_once(daemon: SecondDaemon, tmp_
     assert daemon.anything_left() == ([], [])  # labelled or not
 
 
+@pytest.mark.timeout(1500)  # a loaded shared machine boots sandboxes slowly
 def test_daemon_down_for_good_stops_resumable(daemon: SecondDaemon, tmp_path: Path) -> None:
     out, cache, log = tmp_path / "run", tmp_path / "golden", tmp_path / "stderr.txt"
     args = run_args(out, cache, "--daemon-wait", "8")

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.docker
 SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
 
 
+@pytest.mark.timeout(1500)  # a loaded shared machine boots sandboxes slowly
 def test_ci_soak_every_attempt_once_kills_retried_nothing_left(tmp_path: Path) -> None:
     summary_file = tmp_path / "summary.json"
     args = ["--daemon", "shared", "--no-restart", "--attempts", "24", "--tasks", "4", "--concurrency", "4"]
