@@ -60,6 +60,7 @@ class SandboxPool:
         self._booting: set[asyncio.Task[None]] = set()
         self._closed = False
         self._booted = 0  # booted sandboxes in _ready (failures excluded)
+        self._waiters = 0  # acquire() calls waiting for an item
         self.last_error: BaseException | None = None  # the latest boot failure, None after a good boot
 
     async def __aenter__(self) -> SandboxPool:
@@ -72,8 +73,8 @@ class SandboxPool:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _spawn(self) -> None:
-        if self._closed or (self.budget is not None and self._spawned >= self.budget):
+    def _spawn(self, *, beyond_budget: bool = False) -> None:
+        if self._closed or (not beyond_budget and self.budget is not None and self._spawned >= self.budget):
             return
         self._spawned += 1
         task = asyncio.create_task(self._boot_one())
@@ -110,7 +111,15 @@ class SandboxPool:
     async def acquire(self, prepare: Preparer | None = None) -> AsyncSandbox:
         """A booted sandbox, prepared for this attempt by `prepare` (None: empty
         schemas, no documents). A replacement starts booting at once."""
-        item = await self._ready.get()
+        if self._waiters >= self.spare:
+            # Nothing booted or booting is left for this caller: a retried attempt asks for
+            # one more sandbox than the budget planned, or a failed boot was not replaced.
+            self._spawn(beyond_budget=True)
+        self._waiters += 1
+        try:
+            item = await self._ready.get()
+        finally:
+            self._waiters -= 1
         if isinstance(item, BaseException):
             if self.fail_fast:
                 # Put it back so every waiter sees the failure, and stop booting more.
@@ -139,6 +148,23 @@ class SandboxPool:
     def booted(self) -> int:
         """Booted sandboxes waiting for an attempt (what a readiness check needs)."""
         return self._booted
+
+    async def flush(self) -> int:
+        """Discard what waits in the pool and boot replacements: after the daemon was
+        restarted, sandboxes booted before are stopped and boots during it failed.
+        Returns how many were discarded."""
+        stale: list[Sandbox | BaseException] = []
+        while not self._ready.empty():
+            stale.append(self._ready.get_nowait())
+        for item in stale:
+            if isinstance(item, Sandbox):
+                self._booted -= 1
+                with contextlib.suppress(Exception):  # what stays is labelled: the run's sweep takes it
+                    await asyncio.to_thread(item.close)
+        self.last_error = None
+        for _ in stale:
+            self._spawn(beyond_budget=True)
+        return len(stale)
 
     async def close(self) -> None:
         self._closed = True

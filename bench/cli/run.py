@@ -42,6 +42,13 @@ def register(sub: Any) -> None:
         default=2,
         help="times a (task, repeat) ending in a system error is tried again in the run (default 2; 0 = never)",
     )
+    run.add_argument(
+        "--daemon-wait",
+        type=float,
+        default=120.0,
+        help="seconds the run holds new tries while the Docker daemon does not answer, "
+        "then stops (resumable: re-run the same command); default 120",
+    )
     run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
     run.add_argument("--runtime", help="container runtime, e.g. runsc")
     run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
@@ -146,6 +153,7 @@ def run_command(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         retry_errors=args.retry_errors,
         retries=RetryPolicy(max_retries=args.max_retries),
+        daemon_wait=args.daemon_wait,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,
         skip_rubrics=args.skip_rubrics,

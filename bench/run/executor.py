@@ -46,6 +46,12 @@ class AttemptExecutor(Protocol):
     async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
         """One attempt; a system error comes back in the outcome, never raised."""
 
+    async def ping(self) -> None:
+        """Raise when the container daemon does not answer (the coordinator then waits)."""
+
+    async def recovered(self) -> None:
+        """The daemon answers again after an outage: drop what did not survive it."""
+
     async def close(self, run_id: str) -> None:
         """Stop everything the run started and sweep what is left of it."""
 
@@ -93,15 +99,25 @@ class LocalExecutor:
         assert self.proxy is not None, "open() starts the proxy"
         return await execute_attempt(spec, self.provider, self.proxy, bench=self.bench, clients=self.clients)
 
+    async def ping(self) -> None:
+        await self.provider.ping()
+
+    async def recovered(self) -> None:
+        await self.provider.recovered()
+
     async def close(self, run_id: str) -> None:
+        # Each step even when the one before failed (the daemon away: the provider's
+        # removals raise, yet the proxy's thread and the model clients must go).
         try:
             await self.provider.close()
-            if self.proxy is not None:
-                self.proxy.close()
-            if self.clients is not None:
-                await self.clients.aclose()
         finally:
-            await self.provider.sweep(run_id)
+            try:
+                if self.proxy is not None:
+                    self.proxy.close()
+                if self.clients is not None:
+                    await self.clients.aclose()
+            finally:
+                await self.provider.sweep(run_id)
 
     @property
     def alive(self) -> int:

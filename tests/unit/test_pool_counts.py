@@ -78,3 +78,41 @@ def test_a_failing_clean_up_does_not_swallow_the_boot_error() -> None:
 
     asyncio.run(go())
     assert FakeSandbox.closed >= 1  # the failed boot's clean-up was attempted
+
+
+def test_a_retry_beyond_the_budget_still_gets_a_sandbox() -> None:
+    """The budget is the planned attempts; a retried one asks for one more, which must
+    boot rather than leave that acquire waiting for ever."""
+
+    async def go() -> None:
+        async with SandboxPool(
+            ["retail"], size=1, images={"servers": "x"}, budget=2, fail_fast=False
+        ) as pool:
+            for _ in range(3):  # two planned attempts and one retry
+                await asyncio.wait_for(pool.acquire(), timeout=5)
+            await _settle(pool)
+            assert pool.spare == 0  # and nothing booted beyond what was asked for
+
+    asyncio.run(go())
+
+
+def test_flush_discards_what_waits_and_boots_replacements() -> None:
+    """After a daemon restart the waiting sandboxes are stopped and the boots during
+    it failed: flush closes the one, drops the other, and boots as many anew."""
+
+    async def go() -> None:
+        async with SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False) as pool:
+            await _settle(pool)
+            FakeSandbox.fail_boot = True
+            await pool.acquire()  # its replacement's boot fails (the daemon away)
+            await _settle(pool)
+            assert pool.booted == 1 and pool.last_error is not None
+            FakeSandbox.fail_boot = False
+            closed = FakeSandbox.closed
+            assert await pool.flush() == 2
+            assert FakeSandbox.closed == closed + 1 and pool.last_error is None
+            await _settle(pool)
+            assert pool.booted == 2
+            await asyncio.wait_for(pool.acquire(), timeout=5)  # a good one, not the failure
+
+    asyncio.run(go())
