@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.llm.config import ModelsConfig
@@ -114,3 +115,36 @@ def run_on_node(run_id: str, spec_json: str) -> tuple[str, float, str]:
     actor = ray.get_actor(actor_name(run_id, node_id), namespace=NAMESPACE)
     result: Any = ray.get(actor.execute.remote(spec_json))
     return node_id, float(result[0]), str(result[1])
+
+
+def admitted_slots(dataset: str, domains: list[str] | None = None, model_agent: bool = False) -> int:
+    """The `tbx_attempt` slots this machine admits: the container sets that fit in its
+    available memory by the measured use of one set per domain (bench.run.admission,
+    cached per image build), for built-in agents at most one per core."""
+    from bench.dataset import load_benchmark
+    from bench.run.admission import set_usage
+    from sandbox.admission import available_memory, sets_that_fit
+    from sandbox.sandbox import resolve_images
+
+    bench = load_benchmark(Path(dataset), strict=False)
+    tasks = [t for t in bench.tasks if not domains or t.domain in domains]
+    usage = asyncio.run(set_usage(bench, tasks, resolve_images(True)))
+    fits = sets_that_fit(max(u.need_bytes for u in usage.values()), available_memory())
+    return int(fits if model_agent else min(fits, os.cpu_count() or 1))
+
+
+def main() -> None:
+    """`python -m bench.run.ray_node --dataset DIR [--domain D] [--model-agent]`: the slots to give
+    `ray start --resources '{"tbx_attempt": N}'` on this node."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--domain", action="append")
+    ap.add_argument("--model-agent", action="store_true", help="attempts wait on a model: memory-bound")
+    args = ap.parse_args()
+    print(admitted_slots(args.dataset, args.domain, args.model_agent))
+
+
+if __name__ == "__main__":
+    main()
