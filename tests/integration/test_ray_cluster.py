@@ -9,6 +9,7 @@ test replaces the worker it kills, as a node that comes back would be.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,6 +17,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +43,7 @@ TASKS = [
     "demo_retail.py:test_ret_change_of_mind_tablet",
 ]
 NODE_ARGS: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
-SLOTS = 2
+SLOTS = 1  # one attempt per worker: two at once, one on each (the local run's concurrency)
 
 
 def _env() -> dict[str, str]:
@@ -222,49 +225,86 @@ def test_driver_sigkill_then_same_command_resumes_without_loss_or_leak(
     assert containers(**{RUN: json.loads((out / "manifest.json").read_text())["run_id"]}) == []
 
 
-def test_a_node_with_another_image_build_is_refused(cluster: Cluster, tmp_path: Path) -> None:
-    """A node running another checkout computes another servers tag; that tag holds a
-    different image on its daemon (here: the postgres image, tagged by this test)."""
-    from sandbox.images import IMAGES, content_hash
-
-    other = tmp_path / "checkout"
-    for part in ("bench", "sandbox", "servers", "judge", "images"):
-        shutil.copytree(
-            REPO / part, other / part, ignore=shutil.ignore_patterns("__pycache__", "wheels", "app")
-        )
-    for name in ("constraints.txt", "pyproject.toml"):
-        shutil.copy(REPO / name, other / name)
-    (other / "images" / "servers" / "another-build.txt").write_text("a different build\n")
-    env = subprocess.run(
+@pytest.fixture
+def other_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second Docker daemon of this test's own (own data root, socket, no bridge, no
+    iptables): another node's daemon, holding other images under tbx's tags."""
+    root = Path(tempfile.mkdtemp(prefix="tbx-ray-dockerd-", dir="/tmp"))
+    sock = root / "docker.sock"
+    log = (root / "dockerd.log").open("w")
+    proc = subprocess.Popen(
         [
-            sys.executable,
-            "-c",
-            "from sandbox.images import IMAGES, content_hash; print(content_hash(IMAGES['servers']))",
+            "dockerd",
+            f"--data-root={root / 'data'}",
+            f"--exec-root={root / 'exec'}",
+            f"--pidfile={root / 'dockerd.pid'}",
+            f"--host=unix://{sock}",
+            "--bridge=none",
+            "--iptables=false",
+            "--ip6tables=false",
         ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(other)},
-        check=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
-    their_tag = f"tbx/servers:{env.stdout.strip()}"
-    assert their_tag != f"tbx/servers:{content_hash(IMAGES['servers'])}"
-    client = docker_client()
-    client.images.get(f"tbx/postgres:{content_hash(IMAGES['postgres'])}").tag(their_tag)
-    saved = os.environ["PYTHONPATH"]
-    os.environ["PYTHONPATH"] = str(other)
-    odd = cluster.add_node(**NODE_ARGS, resources={"tbx_attempt": 1})
-    os.environ["PYTHONPATH"] = saved
+    host = f"unix://{sock}"
+    try:
+        deadline = time.monotonic() + 120
+        while subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline, (root / "dockerd.log").read_text()[
+                -2000:
+            ]
+            time.sleep(1)
+        yield host
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_node_with_another_image_build_is_refused(
+    cluster: Cluster, other_daemon: str, tmp_path: Path
+) -> None:
+    """A node whose daemon holds other images under the manifest's tags (another,
+    non-reproducible build of the same commit) is refused before anything runs."""
+    from sandbox.images import image_tag
+
+    tiny = tmp_path / "tiny.tar"
+    with tarfile.open(tiny, "w") as tar:
+        info = tarfile.TarInfo("another-build")
+        data = b"not the driver's build\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    for name in ("postgres", "typesense", "servers"):
+        subprocess.run(
+            ["docker", "-H", other_daemon, "import", str(tiny), image_tag(name)],
+            check=True,
+            capture_output=True,
+        )
+    saved = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = other_daemon  # the new node's processes use that daemon
+    try:
+        odd = cluster.add_node(**NODE_ARGS, resources={"tbx_attempt": 1})
+    finally:
+        if saved is None:
+            os.environ.pop("DOCKER_HOST")
+        else:
+            os.environ["DOCKER_HOST"] = saved
     try:
         cluster.wait_for_nodes(timeout=120)
         out = tmp_path / "run"
         refused = tbx(*run_args(out, tmp_path / "golden", TASKS[:1], 1, "--ray", cluster.address))
         assert refused.returncode != 0
-        assert "refusing to mix image builds" in refused.stderr
+        assert "refusing to mix image builds" in refused.stderr, refused.stderr[-2000:]
         assert f"node {odd.node_id[:12]} image servers" in refused.stderr
+        for good in cluster.worker_nodes - {odd}:
+            assert good.node_id[:12] not in refused.stderr
         assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip()
     finally:
         cluster.remove_node(odd, allow_graceful=False)
-        client.images.remove(their_tag, noprune=True)
 
 
 def test_an_address_that_does_not_answer_fails_before_anything_starts(tmp_path: Path) -> None:
@@ -278,3 +318,30 @@ def test_an_address_that_does_not_answer_fails_before_anything_starts(tmp_path: 
     assert f"the Ray cluster at 127.0.0.1:{port} does not answer" in r.stderr
     assert time.monotonic() - t < 60
     assert not (out / "manifest.json").exists()
+
+
+def test_sigterm_of_the_driver_stops_every_remote_attempt_and_leaves_no_container(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    args = run_args(out, tmp_path / "golden", TASKS, 2, "--ray", cluster.address)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    )
+    try:
+        deadline = time.monotonic() + 400
+        busy: list[str] = []
+        while not busy and time.monotonic() < deadline and proc.poll() is None:
+            busy = [n.node_id for n in cluster.worker_nodes if containers(**{NODE: n.node_id})]
+            time.sleep(0.5)
+        assert busy, "no attempt reached a worker"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr.decode()[-2000:]
+    run_id = json.loads((out / "manifest.json").read_text())["run_id"]
+    assert containers(**{RUN: run_id}) == [], "every node removed the run's containers"
+    rows = read_rows(out / "results.jsonl") if (out / "results.jsonl").exists() else []
+    assert len(rows) < len(TASKS) * 2 and all(r.passed for r in rows if not r.system_error)
