@@ -231,10 +231,13 @@ def other_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     iptables): another node's daemon, holding other images under tbx's tags."""
     root = Path(tempfile.mkdtemp(prefix="tbx-ray-dockerd-", dir="/tmp"))
     sock = root / "docker.sock"
+    (root / "daemon.json").write_text("{}")  # not the shared daemon's configuration
     log = (root / "dockerd.log").open("w")
     proc = subprocess.Popen(
         [
             "dockerd",
+            f"--config-file={root / 'daemon.json'}",
+            "--storage-driver=vfs",
             f"--data-root={root / 'data'}",
             f"--exec-root={root / 'exec'}",
             f"--pidfile={root / 'dockerd.pid'}",
