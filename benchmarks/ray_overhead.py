@@ -77,6 +77,11 @@ async def _series(
     cpu = _cpu() - cpu
     rows = read_rows(out / "results.jsonl")
     n = len(rows)
+    print(
+        f"{name}: {n} attempts in {wall:.1f} s, driver CPU {cpu:.2f} s, load {os.getloadavg()}",
+        file=sys.stderr,
+        flush=True,
+    )
     return {
         "name": name,
         "attempts": n,
@@ -100,15 +105,20 @@ async def _loss_series(
 
     executor = RayExecutor(address)
     run = asyncio.ensure_future(_series("ray, node lost", bench, tasks, args, out, executor))
+    import ray
+
+    # Not the raylet this process is attached to: removing that one would disconnect the driver.
+    mine = ray._private.worker.global_worker.node._raylet_socket_name
     victim = None
     while victim is None and not run.done():
-        for node in list(cluster.worker_nodes):
+        for node in [n for n in cluster.worker_nodes if n._raylet_socket_name != mine]:
             if await asyncio.to_thread(_containers, **{NODE: node.node_id}):
                 victim = node
                 break
         await asyncio.sleep(0.3)
     assert victim is not None, "no attempt reached a worker"
     survivor = next(n for n in cluster.worker_nodes if n is not victim)
+    print(f"killing worker {victim.node_id[:8]}; survivor {survivor.node_id[:8]}", file=sys.stderr)
     before = {c.id for c in await asyncio.to_thread(_containers, **{NODE: survivor.node_id})}
     lost_at = time.monotonic()
     await asyncio.to_thread(cluster.remove_node, victim, False)
@@ -124,6 +134,7 @@ async def _loss_series(
                 running = time.monotonic() - lost_at
         await asyncio.sleep(0.2)
     result = await run
+    print({k: v for k, v in result.items() if k != "rows"}, file=sys.stderr, flush=True)
     result["lost_reported_s"] = reported
     result["retry_running_s"] = running
     result["lost"] = sum(1 for line in errors.read_text().splitlines() if "node lost" in line)
