@@ -178,6 +178,11 @@ class Coordinator:
     def warm_sandboxes(self) -> int:
         return self.executor.warm
 
+    @property
+    def nodes(self) -> dict[str, dict[str, int]] | None:
+        """Cluster node -> attempts running and done there (None off a cluster)."""
+        return getattr(self.executor, "nodes", None)
+
     def stop(self) -> None:
         """Start no further attempt; those running finish and are written."""
         self._stopping = True

@@ -67,7 +67,10 @@ class AttemptExecutor(Protocol):
 class LocalExecutor:
     """Attempts on this machine: `provider`'s sandboxes behind an in-process proxy."""
 
-    def __init__(self, provider: SandboxProvider, bench: Benchmark, config: ModelsConfig | None = None):
+    def __init__(
+        self, provider: SandboxProvider, bench: Benchmark | None, config: ModelsConfig | None = None
+    ):
+        # bench None: each spec's dataset is read (and hash-checked) here (a cluster node)
         self.provider = provider
         self.bench = bench
         self.config = config
