@@ -291,6 +291,13 @@ class RayExecutor:
             system_error=failure,
         )
 
+    async def ping(self) -> None:
+        """Each node has its own daemon: a node whose daemon restarts fails its own
+        attempts (retried, counted), the others go on, so the run never waits here."""
+
+    async def recovered(self) -> None:
+        """Nothing to drop on the driver (see `ping`)."""
+
     async def close(self, run_id: str) -> None:
         ray = _ray()
         if self._poller is not None:

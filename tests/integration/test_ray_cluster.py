@@ -227,9 +227,16 @@ def test_driver_sigkill_then_same_command_resumes_without_loss_or_leak(
 
 @pytest.fixture
 def other_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A second Docker daemon of this test's own (own data root, socket, no bridge, no
-    iptables): another node's daemon, holding other images under tbx's tags."""
+    """A second Docker daemon of this test's own (own data root, socket and default
+    bridge, no iptables): another node's daemon, holding other images under tbx's tags.
+    Its bridge is its own because a dockerd given --bridge=none deletes the host's
+    docker0, the shared daemon's default bridge."""
     root = Path(tempfile.mkdtemp(prefix="tbx-ray-dockerd-", dir="/tmp"))
+    bridge = "tbxd3br0"
+    if subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0:
+        subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+        subprocess.run(["ip", "addr", "add", "10.255.251.1/24", "dev", bridge], check=True)
+        subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
     sock = root / "docker.sock"
     (root / "daemon.json").write_text("{}")  # not the shared daemon's configuration
     log = (root / "dockerd.log").open("w")
@@ -242,7 +249,7 @@ def other_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             f"--exec-root={root / 'exec'}",
             f"--pidfile={root / 'dockerd.pid'}",
             f"--host=unix://{sock}",
-            "--bridge=none",
+            f"--bridge={bridge}",
             "--iptables=false",
             "--ip6tables=false",
         ],
@@ -266,6 +273,7 @@ def other_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 
 
 def test_a_node_with_another_image_build_is_refused(
