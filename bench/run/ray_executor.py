@@ -219,12 +219,24 @@ class RayExecutor:
         )
         refs = {node: a.start.remote(run_id) for node, a in self.actors.items()}
         reports: dict[str, dict[str, Any]] = {}
+        failures: dict[str, str] = {}
         for node, ref in refs.items():
             try:
                 reports[node] = await asyncio.wait_for(ref, START_TIMEOUT)
             except Exception as exc:
-                await self._kill_actors()
-                raise ClusterError(f"tbx run --ray: node {node[:12]} could not start: {exc}") from exc
+                # That node's problem (it died, its daemon does not answer): the run goes
+                # on with the others; Ray places no attempt on a node that is gone.
+                failures[node] = str(exc).splitlines()[0][:300]
+                log.warning("tbx run --ray: node %s could not start, running without it: %s", node[:12], exc)
+        if not reports:
+            await self._kill_actors()
+            detail = "; ".join(f"node {n[:12]}: {why}" for n, why in failures.items())
+            raise ClusterError(f"tbx run --ray: no node of the cluster could start: {detail}")
+        for node in failures:
+            self.lost.add(node)
+            with contextlib.suppress(Exception):
+                ray.kill(self.actors.pop(node), no_restart=True)
+            self.capacity.pop(node, None)
         try:
             check_images(self._digests, reports)
         except ClusterError:

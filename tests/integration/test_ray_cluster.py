@@ -345,7 +345,12 @@ def test_sigterm_of_the_driver_stops_every_remote_attempt_and_leaves_no_containe
         while not busy and time.monotonic() < deadline and proc.poll() is None:
             busy = [n.node_id for n in cluster.worker_nodes if containers(**{NODE: n.node_id})]
             time.sleep(0.5)
-        assert busy, "no attempt reached a worker"
+        if not busy:
+            proc.kill()
+            _, err = proc.communicate(timeout=60)
+            raise AssertionError(
+                f"no attempt reached a worker (driver exit {proc.returncode}): {err[-3000:]!r}"
+            )
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=300)
     finally:
