@@ -12,8 +12,10 @@ already have a row; --retry-errors re-runs only the system-error attempts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +36,8 @@ from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge import AttemptRecord
 from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
+from sandbox.preparer import Preparer
+from sandbox.provider import Upcoming
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +145,8 @@ class Coordinator:
         self.started = time.monotonic()
         self.phase = "starting"
         self._stopping = False
+        self._preparations: dict[str, Preparer] = {}
+        self._preparations_lock = threading.Lock()
 
     # ---- what the progress view reads
     @property
@@ -184,6 +190,22 @@ class Coordinator:
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,
         )
+
+    def _preparation(self, task: Task) -> Preparer:
+        """What the attempts of `task` are prepared with (any repeat: the same rows and
+        documents), for the pool to prepare sandboxes ahead; recent ones are kept,
+        since the repeats of a task come one after another."""
+        with self._preparations_lock:
+            cached = self._preparations.get(task.id)
+        if cached is None:
+            request = self.spec_for(task, 0, "planned").sandbox_request()
+            assert request.prepare is not None
+            cached = request.prepare
+            with self._preparations_lock:
+                self._preparations[task.id] = cached
+                while len(self._preparations) > 8:
+                    self._preparations.pop(next(iter(self._preparations)))
+        return cached
 
     async def _open_output(self) -> None:
         """Lock, repair, and write the manifest (or set a superseded run aside)."""
@@ -240,7 +262,9 @@ class Coordinator:
         budget: dict[str, int] = {}
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
-        self.provider.plan(budget)
+        self.provider.plan(
+            budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
+        )
         sem = asyncio.Semaphore(self.opts.concurrency)
         if self.config is not None and self.config.agent is not None:
             self.clients = AgentClients.from_config(self.config, user=self.config.user is not None)
