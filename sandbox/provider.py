@@ -81,7 +81,8 @@ class SandboxProvider(abc.ABC):
 
     def __init__(self) -> None:
         self.images = {}
-        self.alive = 0  # sessions checked out and not closed yet
+        self.alive = 0  # checkouts begun and not closed yet (waiting for a sandbox, or holding one)
+        self.held = 0  # of those, the ones holding their sandbox
 
     async def start(self, run_id: str) -> None:  # noqa: B027 - optional hook
         """Once per run, before the first checkout."""
@@ -136,6 +137,7 @@ class _Counted:
         self._session = session
         self._provider = provider
         self._closed = False
+        provider.held += 1
 
     @property
     def servers(self) -> Mapping[str, str]:
@@ -159,6 +161,7 @@ class _Counted:
             await self._session.close()
         finally:
             self._provider.alive -= 1
+            self._provider.held -= 1
 
 
 class DockerSession:
