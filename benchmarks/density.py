@@ -355,6 +355,7 @@ def model_run(
     holding: list[int] = []
     lag: list[float] = []
     boots_running: list[int] = []
+    teardowns: list[int] = []  # sets handed to the reaper and not removed yet
 
     async def go() -> None:
         async def sample() -> None:
@@ -367,6 +368,9 @@ def model_run(
                 holding.append(getattr(runner.provider, "held", -1))
                 gate = getattr(runner.provider, "boots", None)
                 boots_running.append(gate.running if gate is not None else -1)
+                reaper = getattr(runner.provider, "reaper", None)
+                if reaper is not None:
+                    teardowns.append(reaper.pending)
 
         sampler = asyncio.create_task(sample())
         try:
@@ -406,6 +410,8 @@ def model_run(
         "holding_sandbox_max": max(holding, default=0),
         "holding_sandbox_p50": statistics.median(holding) if holding else 0,
         "boots_running_p50": statistics.median(boots_running) if boots_running else 0,
+        "teardowns_pending_max": max(teardowns, default=0),
+        "teardowns_pending_p50": statistics.median(teardowns) if teardowns else 0,
         "loop_lag_ms_p50": statistics.median(lag) if lag else None,
         "loop_lag_ms_p95": pct(lag, 95) if lag else None,
         "loop_lag_ms_max": max(lag, default=0.0),
