@@ -319,6 +319,13 @@ def oracle(
     }
 
 
+def _errors(out: Path) -> list[dict[str, Any]]:
+    path = out / "errors.jsonl"
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
+
+
 def model_run(
     bench: Benchmark,
     tasks: list[Task],
@@ -364,11 +371,12 @@ def model_run(
                 t = time.perf_counter()
                 await asyncio.sleep(0.5)
                 lag.append((time.perf_counter() - t - 0.5) * 1000)
-                in_flight.append(runner.provider.alive)
-                holding.append(getattr(runner.provider, "held", -1))
-                gate = getattr(runner.provider, "boots", None)
+                provider = getattr(runner, "provider", None) or runner.executor.provider
+                in_flight.append(provider.alive)
+                holding.append(getattr(provider, "held", -1))
+                gate = getattr(provider, "boots", None)
                 boots_running.append(gate.running if gate is not None else -1)
-                reaper = getattr(runner.provider, "reaper", None)
+                reaper = getattr(provider, "reaper", None)
                 if reaper is not None:
                     teardowns.append(reaper.pending)
 
@@ -403,6 +411,8 @@ def model_run(
         "passed": sum(r.passed for r in rows),
         "errors": sum(r.system_error for r in rows),
         "error_samples": [r.error for r in rows if r.system_error][:3],
+        # Tries that ended in a system error and were run again (the coordinator's retries).
+        "retried": [e.get("error", "")[:160] for e in _errors(out) if e.get("retried")],
         "per_min": len(rows) / wall * 60,
         "wall_s": wall,
         "in_flight_max": max(in_flight, default=0),

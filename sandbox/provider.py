@@ -39,8 +39,6 @@ from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_image
 from sandbox.sweeper import sweep
 from sandbox.teardown import Reaper
 
-STALE_AFTER = ORPHAN_TTL
-
 
 class Upcoming(NamedTuple):
     """One checkout to come: its domains and its preparer (built when needed, off the event loop)."""
@@ -199,7 +197,7 @@ class DockerProvider(SandboxProvider):
     """Container sets on the local Docker daemon (`sandbox.sandbox`), cold or
     from a warm pool per domain (`sandbox.pool`, `warm` > 0)."""
 
-    def __init__(self, *, warm: int = 0, stale_after: float = STALE_AFTER):
+    def __init__(self, *, warm: int = 0, stale_after: float = ORPHAN_TTL):
         super().__init__()
         self.warm_size = warm
         self.stale_after = stale_after

@@ -21,8 +21,6 @@ import docker.errors
 from sandbox import labels
 from sandbox.docker_client import docker_client, remove_container, remove_network
 
-ORPHAN_TTL = labels.ORPHAN_TTL
-
 
 @dataclass
 class SweepResult:
@@ -96,7 +94,7 @@ def sweep(
     everything: every tbx item, live owners included (`tbx gc --all`).
     """
     explicit = everything or (run is not None and older_than is None and not orphans)
-    ttl = None if explicit else (ORPHAN_TTL if older_than is None else older_than)
+    ttl = None if explicit else (labels.ORPHAN_TTL if older_than is None else older_than)
     client = docker_client()
     result = SweepResult()
     for c in client.containers.list(all=True, filters={"label": labels.RUN}, ignore_removed=True):

@@ -33,7 +33,7 @@ def conformance_command(args: argparse.Namespace) -> int:
 
     from bench.dataset import default_root, load_benchmark
     from bench.replay.conformance import run_conformance
-    from sandbox.provider import STALE_AFTER
+    from sandbox.labels import ORPHAN_TTL
     from sandbox.sweeper import sweep
     from servers.registry import domain_names
 
@@ -42,7 +42,7 @@ def conformance_command(args: argparse.Namespace) -> int:
     if not traces_dir.is_dir():
         print(f"tbx conformance: no traces at {traces_dir}", file=sys.stderr)
         return 2
-    sweep(older_than=STALE_AFTER, orphans=True)
+    sweep(older_than=ORPHAN_TTL, orphans=True)
     bench = load_benchmark(dataset, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)

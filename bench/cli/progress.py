@@ -51,6 +51,7 @@ def status_line(state: RunState, now: float | None = None) -> str:
     rate = f"{c['passed'] / judged:.0%}" if judged else "-"
     return (
         f"[{c['done']}/{state.total}] pass {rate} ({c['passed']}/{judged}) errors {c['errors']} "
+        f"retried {c.get('retried', 0)} "
         f"alive {c['alive']}+{getattr(state, 'warm_sandboxes', 0)} warm elapsed {_clock(elapsed)} eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"
     )
 
@@ -107,6 +108,7 @@ class RunProgress:
             Text(f"pass {c['passed'] / judged:.1%}" if judged else "pass -", style="green"),
             Text(f"failed {c['failed']}", style="yellow"),
             Text(f"system errors {c['errors']}", style="red" if c["errors"] else ""),
+            Text(f"tries retried {c.get('retried', 0)}", style="yellow" if c.get("retried") else ""),
             Text(f"sandboxes alive {c['alive']} (+{getattr(state, 'warm_sandboxes', 0)} warm)"),
             Text(f"elapsed {_clock(elapsed)}"),
             Text(f"eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"),

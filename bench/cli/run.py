@@ -34,6 +34,12 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--retry-errors", action="store_true", help="re-run only attempts that ended in a system error"
     )
+    run.add_argument(
+        "--max-retries",
+        type=int,
+        default=2,
+        help="times a (task, repeat) ending in a system error is tried again in the run (default 2; 0 = never)",
+    )
     run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
     run.add_argument("--runtime", help="container runtime, e.g. runsc")
     run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
@@ -105,6 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.dataset import default_root, load_benchmark
     from bench.llm.config import load_models_config
     from bench.run.coordinator import Coordinator, RunOptions, check_memory, default_concurrency
+    from bench.run.retries import RetryPolicy
 
     dataset = Path(args.dataset) if args.dataset else default_root()
     bench = load_benchmark(dataset, release=args.release, strict=False)
@@ -130,6 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
         wall_clock=args.wall_clock,
         runtime=args.runtime,
         retry_errors=args.retry_errors,
+        retries=RetryPolicy(max_retries=args.max_retries),
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,
         skip_rubrics=args.skip_rubrics,
@@ -149,7 +157,8 @@ def run_command(args: argparse.Namespace) -> int:
         counts = run_async(coordinator.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
-        f"{counts['errors']} system errors; results in {opts.out}/results.jsonl",
+        f"{counts['errors']} system errors ({counts['retried']} tries retried); "
+        f"results in {opts.out}/results.jsonl",
         file=sys.stderr,
     )
     return 0 if counts["errors"] == 0 else 3

@@ -24,8 +24,6 @@ if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help`
     from sandbox.proxy import Registration, ToolPolicy
     from sandbox.sandbox import AttemptHandle, SandboxRequest
 
-STALE_AFTER = ORPHAN_TTL
-
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:
     from bench.run.request import seeded_request
@@ -130,7 +128,7 @@ def up_command(args: argparse.Namespace) -> int:
     from sandbox.services import Limits
     from sandbox.sweeper import sweep
 
-    sweep(older_than=STALE_AFTER, orphans=True)
+    sweep(older_than=ORPHAN_TTL, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
     policy = ToolPolicy()  # --pg-seed: every tool the server lists
     if args.pg_seed:

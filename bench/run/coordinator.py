@@ -7,6 +7,12 @@ It holds what must not leave the judging process, the golden end states
 and grades each outcome here (bench.run.grading) before writing its row
 (bench.run.output). Re-running with the same --out skips attempts that
 already have a row; --retry-errors re-runs only the system-error attempts.
+
+A system error is retried in the run itself, a bounded number of times
+(`RunOptions.max_retries`, waits from bench.run.retries): each failed try is a
+line in errors.jsonl marked `retried`, and the (task, repeat) gets exactly one
+row in results.jsonl, its final try's, which counts the tries before it.
+Where the attempts execute is the executor's business (bench.run.executor).
 """
 
 from __future__ import annotations
@@ -26,16 +32,17 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
-from bench.rollout.agent_loop import AgentClients
 from bench.rollout.trajectory import Trajectory
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.errors import BundleChanged, NotEnoughMemory, RubricsNeedJudge
+from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
-from bench.run.recording import error_message, write_graded, write_system_error
+from bench.run.recording import error_message, write_graded, write_retried_error, write_system_error
+from bench.run.retries import RetryPolicy
 from judge import AttemptRecord
-from sandbox import DockerProvider, Limits, ProxyServer, SandboxProvider, new_id
+from sandbox import DockerProvider, Limits, SandboxProvider, new_id
 from sandbox.preparer import Preparer
 from sandbox.provider import Upcoming
 
@@ -65,6 +72,8 @@ class RunOptions(BaseModel):
     restart_on_change: bool = False
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
     policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    # System errors retried within the run (0: none; --retry-errors still works after).
+    retries: RetryPolicy = Field(default_factory=RetryPolicy)
 
 
 def _memory_gib() -> float | None:
@@ -120,6 +129,7 @@ class Coordinator:
         progress: ProgressFn | None = None,
         *,
         provider: SandboxProvider | None = None,
+        executor: AttemptExecutor | None = None,
         golden: GoldenStore | None = None,
         notice: Callable[[str], None] | None = None,
     ):
@@ -130,32 +140,34 @@ class Coordinator:
         self.notice = notice or log.warning
         self.run_id = new_id("run")
         self.output = RunOutput(opts.out)
-        self.provider = provider or DockerProvider(warm=opts.warm)
+        self.executor: AttemptExecutor = executor or LocalExecutor(
+            provider or DockerProvider(warm=opts.warm), bench, config
+        )
         self.golden = golden or GoldenStore(
             bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id
         )
         self.judge = LazyRubricJudge(config.judge) if config is not None and config.judge else None
-        self.proxy: ProxyServer | None = None
-        self.clients: AgentClients | None = None
         self.images: dict[str, str] = {}
         self.bundle_hash: str | None = None
         self.data_hash: str | None = None
-        self._counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0}
+        self._counts = {"done": 0, "passed": 0, "failed": 0, "errors": 0, "retried": 0}
         self.total = 0
         self.started = time.monotonic()
         self.phase = "starting"
         self._stopping = False
         self._preparations: dict[str, Preparer] = {}
         self._preparations_lock = threading.Lock()
+        # (task id, repeat) -> the messages of its tries that failed and were retried
+        self._tries: dict[tuple[str, int], list[str]] = {}
 
     # ---- what the progress view reads
     @property
     def counts(self) -> dict[str, int]:
-        return {**self._counts, "alive": self.provider.alive}
+        return {**self._counts, "alive": self.executor.alive}
 
     @property
     def warm_sandboxes(self) -> int:
-        return self.provider.warm
+        return self.executor.warm
 
     def stop(self) -> None:
         """Start no further attempt; those running finish and are written."""
@@ -213,9 +225,9 @@ class Coordinator:
         for name in self.output.repair():
             self.notice(f"tbx run: {name} ended in a half-written line (a killed run); cut it off")
         self.phase = "sweeping stale containers, resolving images"
-        await self.provider.start(self.run_id)
-        self.images = dict(self.provider.images)
-        digests = await self.provider.image_digests()
+        await self.executor.start(self.run_id)
+        self.images = dict(self.executor.images)
+        digests = await self.executor.image_digests()
         self.data_hash = await asyncio.to_thread(dataset_hash, self.bench.root)
 
         def manifest() -> dict[str, Any]:
@@ -262,13 +274,11 @@ class Coordinator:
         budget: dict[str, int] = {}
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
-        self.provider.plan(
+        self.executor.plan(
             budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
         )
         sem = asyncio.Semaphore(self.opts.concurrency)
-        if self.config is not None and self.config.agent is not None:
-            self.clients = AgentClients.from_config(self.config, user=self.config.user is not None)
-        self.proxy = ProxyServer().start()
+        await self.executor.open()
 
         async def one(task: Task, repeat: int) -> None:
             async with sem:
@@ -286,13 +296,11 @@ class Coordinator:
             self.started = time.monotonic()
             await asyncio.gather(*(one(t, r) for t, r in todo))
         finally:
-            await self.provider.close()
-            self.proxy.close()
-            if self.clients is not None:
-                await self.clients.aclose()
-            if self.judge is not None:
-                await self.judge.aclose()
-            await self.provider.sweep(self.run_id)
+            try:
+                await self.executor.close(self.run_id)
+            finally:
+                if self.judge is not None:
+                    await self.judge.aclose()
         return self.counts
 
     async def compute_goldens(self, tasks: list[Task], sem: asyncio.Semaphore) -> list[tuple[str, Exception]]:
@@ -312,26 +320,37 @@ class Coordinator:
 
     # ---- one attempt: spec out, outcome back, graded and written here
     async def attempt(self, task: Task, repeat: int) -> None:
-        assert self.proxy is not None, "run() starts the proxy"
+        """(task, repeat) until it is graded, or its system errors use up the retries."""
+        policy = self.opts.retries
+        tries = 0
+        while True:
+            tries += 1
+            failure = await self.try_once(task, repeat, tries)
+            if failure is None:
+                return
+            self._counts["retried"] += 1
+            await asyncio.sleep(policy.wait(tries))
+
+    async def try_once(self, task: Task, repeat: int, tries: int) -> str | None:
+        """Try number `tries`; a system error is written as the row (the last try)
+        or as a retried line in errors.jsonl, whose message is then returned."""
         attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
         timings: dict[str, float] = {}
         record = AttemptRecord(
             task_id=task.id, attempt_id=attempt_id, run_id=self.run_id, repeat=repeat, domain=task.domain
         )
+        record_error = functools.partial(self._system_error, task, record, tries=tries)
         outcome: AttemptOutcome | None = None
         try:
             t = time.monotonic()
             golden = await self.golden.get(task)
             timings["golden"] = time.monotonic() - t
             spec = await asyncio.to_thread(self.spec_for, task, repeat, attempt_id)
-            outcome = await execute_attempt(
-                spec, self.provider, self.proxy, bench=self.bench, clients=self.clients
-            )
+            outcome = await self.executor.execute(spec)
             timings.update(outcome.timings)
             if outcome.system_error is not None:
                 failure = outcome.system_error
-                self._system_error(task, record, outcome.trajectory, str(failure), failure.traceback, timings)
-                return
+                return record_error(outcome.trajectory, str(failure), failure.traceback, timings)
             assert outcome.terminal_state is not None and outcome.trajectory is not None
             t = time.monotonic()
             graded = await grade(
@@ -348,11 +367,12 @@ class Coordinator:
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
+            return None
         except Exception as exc:
             partial = getattr(exc, "trajectory", None)
             traj = outcome.trajectory if outcome is not None else None
             traj = traj or (partial if isinstance(partial, Trajectory) else None)
-            self._system_error(task, record, traj, *error_message(exc), timings)
+            return record_error(traj, *error_message(exc), timings)
 
     # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
@@ -364,7 +384,8 @@ class Coordinator:
         timings: dict[str, float],
     ) -> None:
         verdict = graded.verdict
-        write_graded(self.output, task, record, outcome, graded, timings)
+        retried = self._tries.pop((task.id, record.repeat), [])
+        write_graded(self.output, task, record, outcome, graded, timings, retried=retried)
         self._counts["done"] += 1
         self._counts["passed" if verdict.passed else "failed"] += 1
         if self.progress:
@@ -378,9 +399,24 @@ class Coordinator:
         message: str,
         trace: str,
         timings: dict[str, float],
-    ) -> None:
-        write_system_error(self.output, task, record, traj, message, trace, timings)
+        *,
+        tries: int,
+    ) -> str | None:
+        """Write a try's system error; returns its message when it will be retried
+        (not once a stop was asked for: a resume or --retry-errors picks it up)."""
+        policy = self.opts.retries
+        key = (task.id, record.repeat)
+        earlier = self._tries.get(key, [])
+        if policy.again(tries) and policy.retryable(message) and not self._stopping:
+            write_retried_error(self.output, task, record, traj, message, trace, timings, tries=tries)
+            self._tries[key] = [*earlier, message]
+            if self.progress:
+                self.progress(self, task, record.repeat, f"system error, retrying: {message[:200]}")
+            return message
+        self._tries.pop(key, None)
+        write_system_error(self.output, task, record, traj, message, trace, timings, retried=earlier)
         self._counts["done"] += 1
         self._counts["errors"] += 1
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
+        return None

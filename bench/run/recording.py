@@ -34,8 +34,12 @@ def write_graded(
     outcome: AttemptOutcome,
     graded: Graded,
     timings: dict[str, float],
+    *,
+    retried: list[str] | None = None,
 ) -> ResultRow:
-    """Write a graded attempt (states, trajectory, record, row); returns the row."""
+    """Write a graded attempt (states, trajectory, record, row); returns the row.
+    `retried`: the messages of this (task, repeat)'s earlier tries that ended in
+    a system error (bench.run.retries)."""
     assert outcome.initial_state is not None and outcome.terminal_state is not None
     verdict = graded.verdict
     record.initial_state_path = output.write_state(f"{record.attempt_id}.initial", outcome.initial_state)
@@ -63,6 +67,8 @@ def write_graded(
             "strict_match": verdict.strict,
             "differences": len(verdict.differences),
             "rubrics_skipped": graded.rubrics_skipped,
+            "retries": len(retried or []),
+            "retried_errors": list(retried or []),
         }
     )
     output.append(output.results, row.to_json_line())
@@ -77,22 +83,11 @@ def write_system_error(
     message: str,
     trace: str,
     timings: dict[str, float],
+    *,
+    retried: list[str] | None = None,
 ) -> ResultRow:
-    """Write an attempt that ended in a system error; returns its row."""
-    rel = output.write_trajectory(record.attempt_id, traj)
-    record.system_error = message
-    with contextlib.suppress(OSError):
-        output.write_record(record)
-    error = {
-        "task_id": task.id,
-        "repeat": record.repeat,
-        "attempt_id": record.attempt_id,
-        "error": message,
-        "traceback": trace[-4000:],
-        "trajectory": rel,
-        "at": datetime.now(UTC).isoformat(),
-    }
-    output.append(output.errors, json.dumps(error))
+    """Write an attempt that ended in a system error (its last try); returns its row."""
+    _error_line(output, task, record, traj, message, trace, retried=False, tries=len(retried or []) + 1)
     row = ResultRow.model_validate(
         {
             "task_id": task.id,
@@ -104,10 +99,60 @@ def write_system_error(
             "finish_reason": traj.finish_reason if traj else None,
             "timings": _timings(timings),
             "attempt_id": record.attempt_id,
+            "retries": len(retried or []),
+            "retried_errors": list(retried or []),
         }
     )
     output.append(output.results, row.to_json_line())
     return row
+
+
+def write_retried_error(
+    output: RunOutput,
+    task: Task,
+    record: AttemptRecord,
+    traj: Trajectory | None,
+    message: str,
+    trace: str,
+    timings: dict[str, float],
+    *,
+    tries: int,
+) -> None:
+    """Write a try that ended in a system error and will be tried again: its files
+    and a line in errors.jsonl marked `retried`, but no row (the next try writes it)."""
+    _error_line(output, task, record, traj, message, trace, retried=True, tries=tries, timings=timings)
+
+
+def _error_line(
+    output: RunOutput,
+    task: Task,
+    record: AttemptRecord,
+    traj: Trajectory | None,
+    message: str,
+    trace: str,
+    *,
+    retried: bool,
+    tries: int,
+    timings: dict[str, float] | None = None,
+) -> None:
+    rel = output.write_trajectory(record.attempt_id, traj)
+    record.system_error = message
+    with contextlib.suppress(OSError):
+        output.write_record(record)
+    error: dict[str, object] = {
+        "task_id": task.id,
+        "repeat": record.repeat,
+        "attempt_id": record.attempt_id,
+        "error": message,
+        "traceback": trace[-4000:],
+        "trajectory": rel,
+        "try": tries,
+        "retried": retried,
+        "at": datetime.now(UTC).isoformat(),
+    }
+    if timings:
+        error["timings"] = _timings(timings)
+    output.append(output.errors, json.dumps(error))
 
 
 def error_message(exc: BaseException) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from bench.run.grading import grade
 from bench.run.output import dataset_hash
 from bench.run.request import TaskPreparation
 from bench.run.results import read_rows
+from bench.run.retries import RetryPolicy
 from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
 from sandbox.errors import ContainerStartError
@@ -100,17 +101,18 @@ class InProcessSession:
 class FakeProvider(SandboxProvider):
     """Sandboxes as fresh databases on the test PostgreSQL plus an in-process server."""
 
-    def __init__(self, pg_dsn: str, fail_boot: bool = False):
+    def __init__(self, pg_dsn: str, fail_boots: int = 0):
         super().__init__()
         self.dbs = Databases(pg_dsn)
         self.pg_dsn = pg_dsn
-        self.fail_boot = fail_boot
+        self.fail_boots = fail_boots  # the first N boots fail as a dead container would
         self.requests: list[SandboxRequest] = []
         self.sessions: list[InProcessSession] = []
         self.images = {"servers": "in-process"}
 
     async def boot(self, request: SandboxRequest) -> psycopg.Connection[Any]:
-        if self.fail_boot:
+        if self.fail_boots > 0:
+            self.fail_boots -= 1
             raise ContainerStartError("server-retail container exited during start (exit code 1)")
         return await asyncio.to_thread(self.dbs.create, request.domains[0])
 
@@ -263,7 +265,7 @@ def test_oracle_attempt_against_a_fake_provider_ends_in_the_golden_state(
 def test_a_provider_failure_comes_back_as_a_system_error_not_an_exception(
     pack: Benchmark, pg_dsn: str, proxy: ProxyServer
 ) -> None:
-    broken = FakeProvider(pg_dsn, fail_boot=True)
+    broken = FakeProvider(pg_dsn, fail_boots=10**6)
     spec = attempt_spec(pack, pack.task(TASK), 1, run_id="run-unit", attempt_id="att-broken", agent="oracle")
     outcome = asyncio.run(execute_attempt(spec, broken, proxy, bench=pack))
     assert outcome.system_error is not None
@@ -308,7 +310,7 @@ def test_the_coordinator_runs_grades_and_resumes_against_a_fake_provider(
     )
     counts = asyncio.run(coordinator.run([task]))
 
-    assert counts == {"done": 2, "passed": 2, "failed": 0, "errors": 0, "alive": 0}
+    assert counts == {"done": 2, "passed": 2, "failed": 0, "errors": 0, "retried": 0, "alive": 0}
     rows = read_rows(out / "results.jsonl")
     assert sorted(r.repeat for r in rows) == [0, 1] and all(r.passed and r.signature is None for r in rows)
     assert len(seen) == 2 and seen == ["pass", "pass"]
@@ -351,3 +353,76 @@ def test_stop_lets_the_running_attempt_finish_and_starts_no_other(
     counts = asyncio.run(coordinator.run([task]))
     assert counts["done"] == 1 and counts["passed"] == 1
     assert len(read_rows(tmp_path / "run" / "results.jsonl")) == 1 and len(provider.sessions) == 1
+
+
+def _run_with_flaky_boots(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path, *, fail_boots: int, max_retries: int
+) -> tuple[dict[str, int], list[Any], list[dict[str, Any]]]:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    flaky = FakeProvider(pg_dsn, fail_boots=fail_boots)
+    opts = RunOptions(
+        out=tmp_path / "run",
+        agent="oracle",
+        repeat=1,
+        concurrency=1,
+        retries=RetryPolicy(max_retries=max_retries, wait_first=0.01),
+    )
+    try:
+        counts = asyncio.run(Coordinator(pack, opts, provider=flaky, golden=store).run([task]))
+    finally:
+        flaky.dbs.close()
+    errors_file = tmp_path / "run" / "errors.jsonl"
+    errors = (
+        [json.loads(line) for line in errors_file.read_text().splitlines()] if errors_file.exists() else []
+    )
+    return counts, read_rows(tmp_path / "run" / "results.jsonl"), errors
+
+
+def test_a_system_error_is_retried_in_a_fresh_sandbox_and_the_retry_is_recorded(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    counts, rows, errors = _run_with_flaky_boots(
+        pack, pg_dsn, make_database, tmp_path, fail_boots=2, max_retries=2
+    )
+    assert counts["passed"] == 1 and counts["errors"] == 0 and counts["retried"] == 2
+    # One row for the (task, repeat): the graded third try, which names the two before it.
+    assert len(rows) == 1 and rows[0].passed and not rows[0].system_error
+    extra = rows[0].model_extra or {}
+    assert extra["retries"] == 2 and all(
+        "server-retail container exited" in e for e in extra["retried_errors"]
+    )
+    assert [(e["try"], e["retried"]) for e in errors] == [(1, True), (2, True)]
+    assert len({e["attempt_id"] for e in errors} | {extra["attempt_id"]}) == 3  # a fresh attempt id per try
+
+
+def test_retries_are_bounded_and_the_last_try_is_the_system_error_row(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    counts, rows, errors = _run_with_flaky_boots(
+        pack, pg_dsn, make_database, tmp_path, fail_boots=10, max_retries=1
+    )
+    assert counts["errors"] == 1 and counts["retried"] == 1 and counts["passed"] == 0
+    assert len(rows) == 1 and rows[0].system_error and not rows[0].passed
+    assert (rows[0].model_extra or {})["retries"] == 1
+    assert [(e["try"], e["retried"]) for e in errors] == [(1, True), (2, False)]
+
+
+def test_no_retries_when_the_policy_says_none(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    counts, rows, errors = _run_with_flaky_boots(
+        pack, pg_dsn, make_database, tmp_path, fail_boots=1, max_retries=0
+    )
+    assert counts["errors"] == 1 and counts["retried"] == 0
+    assert len(rows) == 1 and rows[0].system_error and [e["retried"] for e in errors] == [False]
+
+
+def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
+    policy = RetryPolicy(max_retries=3)
+    assert not policy.retryable("GoldenReplayError: golden replay of t failed: call 0 ...")
+    assert not policy.retryable("DatasetMismatch: dataset /x does not hash to ...")
+    assert policy.retryable("ContainerStartError: server-retail container exited during start")
+    assert [policy.wait(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0] and policy.wait(10) == 30.0
+    assert policy.again(3) and not policy.again(4)

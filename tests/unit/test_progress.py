@@ -31,11 +31,11 @@ def test_eta_extrapolates_the_mean_attempt_time() -> None:
 
 def test_status_line_counts_pass_rate_over_judged_attempts_only() -> None:
     run = FakeRun(total=10, started=100.0)
-    run.counts.update(done=4, passed=2, failed=1, errors=1, alive=2)
+    run.counts.update(done=4, passed=2, failed=1, errors=1, retried=3, alive=2)
     run.warm_sandboxes = 1
     line = status_line(run, now=140.0)
     # 2 of 3 judged attempts passed; the system error is not in the denominator.
-    assert line.startswith("[4/10] pass 67% (2/3) errors 1 alive 2+1 warm")
+    assert line.startswith("[4/10] pass 67% (2/3) errors 1 retried 3 alive 2+1 warm")
     assert "elapsed 00:40" in line and "eta 01:00" in line
 
 

@@ -1,0 +1,116 @@
+"""Where a run's attempts execute: the seam between the coordinator and the machines.
+
+The coordinator hands an `AttemptSpec` to an `AttemptExecutor` and gets an
+`AttemptOutcome` back; it never touches a sandbox itself. `LocalExecutor`
+runs attempts on this machine (the sandbox provider's containers behind an
+in-process session proxy, model clients shared between attempts); a cluster
+executor runs the same `execute_attempt` on other nodes and returns the same
+outcome. Grading stays with the coordinator either way, so nothing golden
+crosses this seam.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from bench.run.attempt import AttemptOutcome, AttemptSpec, execute_attempt
+
+if TYPE_CHECKING:
+    from bench.dataset import Benchmark
+    from bench.llm.config import ModelsConfig
+    from bench.rollout.agent_loop import AgentClients
+    from sandbox import ProxyServer, SandboxProvider
+    from sandbox.provider import Upcoming
+
+__all__ = ["AttemptExecutor", "LocalExecutor"]
+
+
+class AttemptExecutor(Protocol):
+    """What the coordinator needs of the machines that run attempts."""
+
+    async def start(self, run_id: str) -> None:
+        """Sweep leftovers and resolve images (before the manifest is written)."""
+
+    @property
+    def images(self) -> dict[str, str]:
+        """Image role -> tag the attempts run on (recorded in the manifest)."""
+
+    async def image_digests(self) -> dict[str, str]:
+        """Image role -> content digest (recorded in the manifest)."""
+
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
+        """Attempts still to run per domain (warm pools size themselves from it) and,
+        in the order they will start, what each will be prepared with (a warm pool
+        prepares its spares ahead for them; an executor may ignore it)."""
+
+    async def open(self) -> None:
+        """Ready to execute (proxy up, model clients made)."""
+
+    async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
+        """One attempt; a system error comes back in the outcome, never raised."""
+
+    async def close(self, run_id: str) -> None:
+        """Stop everything the run started and sweep what is left of it."""
+
+    @property
+    def alive(self) -> int:
+        """Sandboxes alive now (progress view)."""
+
+    @property
+    def warm(self) -> int:
+        """Warm sandboxes waiting (progress view)."""
+
+
+class LocalExecutor:
+    """Attempts on this machine: `provider`'s sandboxes behind an in-process proxy."""
+
+    def __init__(self, provider: SandboxProvider, bench: Benchmark, config: ModelsConfig | None = None):
+        self.provider = provider
+        self.bench = bench
+        self.config = config
+        self.proxy: ProxyServer | None = None
+        self.clients: AgentClients | None = None
+
+    async def start(self, run_id: str) -> None:
+        await self.provider.start(run_id)
+
+    @property
+    def images(self) -> dict[str, str]:
+        return dict(self.provider.images)
+
+    async def image_digests(self) -> dict[str, str]:
+        return await self.provider.image_digests()
+
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
+        self.provider.plan(budget, upcoming)
+
+    async def open(self) -> None:
+        from bench.rollout.agent_loop import AgentClients
+        from sandbox import ProxyServer
+
+        if self.config is not None and self.config.agent is not None:
+            self.clients = AgentClients.from_config(self.config, user=self.config.user is not None)
+        self.proxy = ProxyServer().start()
+
+    async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
+        assert self.proxy is not None, "open() starts the proxy"
+        return await execute_attempt(spec, self.provider, self.proxy, bench=self.bench, clients=self.clients)
+
+    async def close(self, run_id: str) -> None:
+        try:
+            await self.provider.close()
+            if self.proxy is not None:
+                self.proxy.close()
+            if self.clients is not None:
+                await self.clients.aclose()
+        finally:
+            await self.provider.sweep(run_id)
+
+    @property
+    def alive(self) -> int:
+        return self.provider.alive
+
+    @property
+    def warm(self) -> int:
+        return self.provider.warm
