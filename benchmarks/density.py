@@ -335,6 +335,7 @@ def model_run(
     delay: float,
     root: Path,
     repeat: int = 1,
+    time_limit: float | None = None,
 ) -> dict[str, Any]:
     """`tbx run`'s Coordinator with a model agent: the stub model (benchmarks/stub_model.py) answers
     every completion after `delay` s, playing the golden calls, then ends the attempt."""
@@ -381,6 +382,8 @@ def model_run(
                     teardowns.append(reaper.pending)
 
         sampler = asyncio.create_task(sample())
+        if time_limit:  # start no new attempt after this; those in flight finish and count
+            asyncio.get_running_loop().call_later(time_limit, runner.stop)
         try:
             await runner.run(tasks)
         finally:
@@ -476,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-tasks", type=int, default=50, help="retail tasks per model run")
     ap.add_argument("--model-delay", type=float, default=3.0)
     ap.add_argument("--golden-cache", type=Path, default=None, help="model section: keep golden states here")
+    ap.add_argument(
+        "--model-time-limit", type=float, default=None, help="seconds after which no new attempt starts"
+    )
     ap.add_argument("--model-repeat", type=int, default=1, help="repeats of each model task")
     ap.add_argument("--model-warm", type=int, default=None, help="warm pool (default: concurrency / 4)")
     ap.add_argument("--variants", nargs="+", default=["baseline", "current"])
@@ -575,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
                                 args.model_delay,
                                 root,
                                 repeat=args.model_repeat,
+                                time_limit=args.model_time_limit,
                             )
                         )
                         log(f"model {name} c{conc}: {mo}")
