@@ -44,6 +44,7 @@ from sandbox.errors import (
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
 from sandbox.preparer import Preparer, TypesenseEndpoint
+from sandbox.progress import HARD_CAP, StartDeadline
 from sandbox.services import (
     PG_BOOTSTRAP_PASSWORD,
     PG_PORT,
@@ -370,7 +371,14 @@ class Sandbox:
     def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
         last: Exception | None = None
         next_check = time.monotonic() + ALIVE_CHECK_EVERY
-        while time.monotonic() < deadline:
+        # The timeout counts time without progress (sandbox.progress): a container still
+        # using CPU is starting slowly on a busy machine, not hung.
+        wait = StartDeadline(
+            deadline - self.request.start_timeout,
+            self.request.start_timeout,
+            self._containers[role].get_wrapped_container().id,
+        )
+        while not wait.expired():
             self._raise_if_aborted()
             try:
                 return probe()
@@ -378,11 +386,14 @@ class Sandbox:
                 last = exc
             if time.monotonic() >= next_check:
                 self._check_alive(role)
+                wait.look()
                 next_check = time.monotonic() + ALIVE_CHECK_EVERY
             time.sleep(POLL_INTERVAL)
         self._check_alive(role)
+        waited = time.monotonic() - (deadline - self.request.start_timeout)
         raise ContainerStartError(
-            f"{role} not ready within {self.request.start_timeout:.0f}s ({last}); last log lines:\n"
+            f"{role} not ready after {waited:.0f}s (start timeout {self.request.start_timeout:.0f}s without "
+            f"CPU progress, at most {HARD_CAP:.0f}x that) ({last}); last log lines:\n"
             f"{_tail_logs(self._containers[role])}"
         )
 
