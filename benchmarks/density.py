@@ -372,6 +372,11 @@ def model_run(
                 t = time.perf_counter()
                 await asyncio.sleep(0.5)
                 lag.append((time.perf_counter() - t - 0.5) * 1000)
+                # Start no new attempt after the time limit (counted from the first attempt,
+                # after the golden states); those in flight finish and count.
+                attempts_began = runner.phase.startswith("attempts")
+                if time_limit and attempts_began and time.monotonic() - runner.started > time_limit:
+                    runner.stop()
                 provider = getattr(runner, "provider", None) or runner.executor.provider
                 in_flight.append(provider.alive)
                 holding.append(getattr(provider, "held", -1))
@@ -382,8 +387,6 @@ def model_run(
                     teardowns.append(reaper.pending)
 
         sampler = asyncio.create_task(sample())
-        if time_limit:  # start no new attempt after this; those in flight finish and count
-            asyncio.get_running_loop().call_later(time_limit, runner.stop)
         try:
             await runner.run(tasks)
         finally:
