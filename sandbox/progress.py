@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
-HARD_CAP = 5.0  # the longest wait, in start timeouts, however busy the container is
+HARD_CAP = 10.0  # the longest wait, in start timeouts, however busy the container is
 MIN_PROGRESS = 0.005  # CPU-seconds between two looks that count as progress
 
 
