@@ -51,8 +51,9 @@ class BootGate:
         self.peak = 0  # the most that ever ran at once (what tests and benchmarks read)
 
     async def run(self, fn: Callable[[], T]) -> T:
-        """`fn()` on one of the gate's threads, after those ahead of it. Cancelling a
-        queued call means it never starts; a running one finishes in its thread."""
+        """`fn()` on one of the gate's threads, after those ahead of it. A queued call
+        whose cancellation has been delivered (asyncio: at the loop's next turn) never
+        starts; a running one finishes in its thread (its owner closes what it made)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._counted, fn)
 

@@ -54,6 +54,7 @@ def test_a_cancelled_queued_call_never_starts() -> None:
         queued = asyncio.ensure_future(gate.run(lambda: started.append("second")))
         await asyncio.sleep(0.05)
         queued.cancel()
+        await asyncio.sleep(0.05)  # asyncio delivers a cancellation at the loop's next turn
         release.set()
         await first
         with pytest.raises(asyncio.CancelledError):
