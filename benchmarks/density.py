@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -41,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,9 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker.errors
 
+import bench.run.golden as golden_mod
 import sandbox.provider as provider_mod
+import sandbox.sandbox as sandbox_mod
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.replay.mcp_calls import replay_calls
 from bench.run import coordinator as runner_mod
@@ -56,6 +60,7 @@ from bench.run.request import sandbox_request
 from bench.run.results import read_rows
 from sandbox import labels as lbl
 from sandbox.admission import MIB, available_memory, measure_set
+from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
 from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
@@ -145,6 +150,22 @@ def memory_split(cid: str) -> dict[str, int]:
 
 
 # ---- workloads ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def running_images(images: dict[str, str], golden_servers: str) -> Iterator[None]:
+    """Every sandbox started inside (the Coordinator's and the golden replays') runs
+    `images`, and golden states are keyed by the `golden_servers` image for every
+    variant: both variants must reach the same end states (conformance), so they are
+    replayed once, before the timed runs, and never inside one."""
+    originals = (provider_mod.resolve_images, sandbox_mod.resolve_images, golden_mod.servers_image_id)
+    image_id = docker_client().images.get(golden_servers).id
+    provider_mod.resolve_images = sandbox_mod.resolve_images = lambda typesense=True: dict(images)  # type: ignore[assignment]
+    golden_mod.servers_image_id = lambda: image_id  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        provider_mod.resolve_images, sandbox_mod.resolve_images, golden_mod.servers_image_id = originals  # type: ignore[assignment]
 
 
 def measuring_task(bench: Benchmark, domain: str) -> Task:
@@ -276,7 +297,13 @@ def pooled(template: SandboxRequest, n: int, run_id: str, hold: float) -> dict[s
 
 
 def oracle(
-    bench: Benchmark, tasks: list[Task], images: dict[str, str], conc: int, root: Path, inline_teardown: bool
+    bench: Benchmark,
+    tasks: list[Task],
+    images: dict[str, str],
+    conc: int,
+    root: Path,
+    inline_teardown: bool,
+    golden_servers: str,
 ) -> dict[str, Any]:
     out = root / f"{images['servers'].split(':')[1]}-c{conc}"
     opts = runner_mod.RunOptions(
@@ -290,17 +317,13 @@ def oracle(
     )
     # The baseline removes each set inside its attempt, as before sandbox.teardown.
     runner = runner_mod.Coordinator(bench, opts)
-    original = provider_mod.resolve_images
-    provider_mod.resolve_images = lambda typesense=True: dict(images)  # type: ignore[assignment]
-    try:
+    with running_images(images, golden_servers):
         busy0, c0, d0 = busy_cpu(), time.process_time(), daemon_cpu()
         os.environ["TBX_TEARDOWN_INLINE"] = "1" if inline_teardown else "0"  # read when the run starts
         asyncio.run(runner.run(tasks))
         os.environ.pop("TBX_TEARDOWN_INLINE")
         wall = time.monotonic() - runner.started
         busy, cpu, dcpu = busy_cpu() - busy0, time.process_time() - c0, daemon_cpu() - d0
-    finally:
-        provider_mod.resolve_images = original  # type: ignore[assignment]
     rows = read_rows(out / "results.jsonl")
     c, n = leftovers(runner.run_id)
     return {
@@ -334,6 +357,7 @@ def model_run(
     warm: int,
     delay: float,
     root: Path,
+    golden_servers: str,
     repeat: int = 1,
     time_limit: float | None = None,
 ) -> dict[str, Any]:
@@ -392,15 +416,13 @@ def model_run(
         finally:
             sampler.cancel()
 
-    original = provider_mod.resolve_images
-    provider_mod.resolve_images = lambda typesense=True: dict(images)  # type: ignore[assignment]
     try:
-        busy0, c0, d0 = busy_cpu(), time.process_time(), daemon_cpu()
-        asyncio.run(go())
-        wall = time.monotonic() - runner.started
-        busy, cpu, dcpu = busy_cpu() - busy0, time.process_time() - c0, daemon_cpu() - d0
+        with running_images(images, golden_servers):
+            busy0, c0, d0 = busy_cpu(), time.process_time(), daemon_cpu()
+            asyncio.run(go())
+            wall = time.monotonic() - runner.started
+            busy, cpu, dcpu = busy_cpu() - busy0, time.process_time() - c0, daemon_cpu() - d0
     finally:
-        provider_mod.resolve_images = original  # type: ignore[assignment]
         stub.close()
     rows = read_rows(out / "results.jsonl")
     latencies = [
@@ -492,8 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     bench = load_benchmark(args.dataset or default_root(), strict=False)
-    variants = {"baseline": args.baseline, "current": resolve_images(True)}
-    variants = {k: v for k, v in variants.items() if k in args.variants}
+    # The current tags are resolved only when measured: a baseline-only run works from
+    # a checkout whose own images are not built yet.
+    variants = {name: args.baseline if name == "baseline" else resolve_images(True) for name in args.variants}
+    golden_images = next(iter(variants.values()))  # golden end states are replayed with these
     run_id = lbl.new_id("run")
     task = next(t for t in bench.tasks if t.id == "sandbox_external_retail_group1.py:test_case_ST002_001")
     result: dict[str, Any] = {
@@ -554,11 +578,20 @@ def main(argv: list[str] | None = None) -> int:
                     bench,
                     runner_mod.RunOptions(out=root / "w", golden_cache=root / "golden", skip_rubrics=True),
                 )
-                asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
+                with running_images(golden_images, golden_images["servers"]):
+                    asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
                 for conc in args.concurrency:
                     for name, images in variants.items():
                         result.setdefault("oracle", {}).setdefault(name, []).append(
-                            o := oracle(bench, tasks, images, conc, root, inline_teardown=name == "baseline")
+                            o := oracle(
+                                bench,
+                                tasks,
+                                images,
+                                conc,
+                                root,
+                                inline_teardown=name == "baseline",
+                                golden_servers=golden_images["servers"],
+                            )
                         )
                         log(f"oracle {name} c{conc}: {o}")
         if "model" in args.sections:
@@ -571,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                     bench,
                     runner_mod.RunOptions(out=root / "w", golden_cache=root / "golden", skip_rubrics=True),
                 )
-                asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
+                with running_images(golden_images, golden_images["servers"]):
+                    asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
                 for conc in args.model_concurrency:
                     for name, images in variants.items():
                         result.setdefault("model", {}).setdefault(name, []).append(
@@ -583,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
                                 args.model_warm if args.model_warm is not None else max(2, conc // 4),
                                 args.model_delay,
                                 root,
+                                golden_images["servers"],
                                 repeat=args.model_repeat,
                                 time_limit=args.model_time_limit,
                             )

@@ -21,6 +21,7 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.docker_client import docker_client
+from sandbox.fate import lost_container
 from sandbox.proxy_models import SandboxGoneError
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,9 @@ def _cause(
         if summary is None:
             return f"sandbox gone: its {role} container {cid[:12]} no longer exists"
         if summary.get("State") != "running":
-            return f"sandbox gone: its {role} container {cid[:12]} is {summary.get('State', 'not running')}"
+            # The summary lacks the exit code and the OOM flag: ask for the whole story.
+            told = lost_container({role: cid}) or f"its {role} container {cid[:12]} is {summary.get('State')}"
+            return f"sandbox gone: {told}"
         networks = (summary.get("NetworkSettings") or {}).get("Networks") or {}
         if network is not None and network not in networks:
             return f"sandbox gone: its {role} container {cid[:12]} left network {network}"
@@ -186,7 +189,10 @@ class SandboxWatch:
             if kind == "container":
                 for role, cid in w.containers.items():
                     if actor.get("ID") == cid:
-                        self._lost(key, f"sandbox gone: its {role} container {cid[:12]} got a {action} event")
+                        told = lost_container({role: cid})
+                        name = attrs.get("name", cid[:12])
+                        told = told or f"its {role} container {name} got a {action} event"
+                        self._lost(key, f"sandbox gone: {told}")
             elif kind == "network" and w.network is not None and attrs.get("name") == w.network:
                 if action == "destroy":
                     self._lost(key, f"sandbox gone: its network {w.network} was removed")

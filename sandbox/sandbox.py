@@ -41,6 +41,7 @@ from sandbox.errors import (
     ImageMissingError,
     SandboxError,
 )
+from sandbox.fate import describe
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
 from sandbox.preparer import Preparer, TypesenseEndpoint
@@ -162,12 +163,6 @@ def _dsn(host: str, port: int, user: str, password: str, domain: str) -> str:
     )
 
 
-def _ip(container: DockerContainer, network: str) -> str:
-    wrapped = container.get_wrapped_container()
-    wrapped.reload()
-    return str(wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
-
-
 def _tail_logs(container: DockerContainer, lines: int = 20) -> str:
     try:
         out = container.get_wrapped_container().logs(tail=lines).decode(errors="replace")
@@ -236,7 +231,6 @@ class Sandbox:
         ensure_host_guard()
         client = docker_client()
         self._subnet = with_subnet(client, self._create_network)
-        net = self._network.name if self._network else ""
 
         self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
         self._ts_key = secrets.token_urlsafe(18)
@@ -266,7 +260,7 @@ class Sandbox:
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
             started = {
-                spec.role: pool.submit(self._run_container, spec, addresses[spec.role], net) for spec in specs
+                spec.role: pool.submit(self._run_container, spec, addresses[spec.role]) for spec in specs
             }
             self._ips = {role: fut.result() for role, fut in started.items()}
             t_started = time.monotonic()
@@ -342,7 +336,7 @@ class Sandbox:
         self._network = network
         return subnet
 
-    def _run_container(self, spec: ServiceSpec, ip: str, network: str) -> str:
+    def _run_container(self, spec: ServiceSpec, ip: str) -> str:
         assert self._network is not None and self._subnet is not None
         self._raise_if_aborted()
         container = hardened_container(
@@ -364,16 +358,16 @@ class Sandbox:
                     "e.g. by a `tbx images build` of newer sources); rebuild with `tbx images build`"
                 ) from exc
             raise ContainerStartError(f"{spec.role}: docker could not start {spec.image}: {exc}") from exc
-        return _ip(container, network)
+        # The address was assigned (EndpointConfig ipv4_address), so no inspect is needed to learn it.
+        return ip
 
     def _check_alive(self, role: str) -> None:
         container = self._containers[role]
         wrapped = container.get_wrapped_container()
         wrapped.reload()
         if wrapped.status in ("exited", "dead"):
-            code = wrapped.attrs.get("State", {}).get("ExitCode")
             raise ContainerStartError(
-                f"{role} container exited during start (exit code {code}); last log lines:\n{_tail_logs(container)}"
+                f"sandbox start failed: {describe(role, wrapped.attrs)}; last log lines:\n{_tail_logs(container)}"
             )
 
     def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:

@@ -10,10 +10,17 @@ TBX_TYPESENSE_COLLECTION.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import logging
 import os
 import sys
+
+# The imports below allocate hundreds of thousands of long-lived objects (classes,
+# schemas, code): collecting them while they are being built only costs CPU, so the
+# collector is off until the app is built, then the survivors are frozen out of its
+# reach for good (gc.freeze), so later collections never walk them again.
+gc.disable()
 
 
 def _skip_package_init(*names: str) -> None:
@@ -31,7 +38,18 @@ def _skip_package_init(*names: str) -> None:
         sys.modules[name] = importlib.util.module_from_spec(spec)
 
 
+def _defer_model_builds() -> None:
+    """Build each pydantic model's validator on first use instead of at class creation:
+    `mcp_types` defines both protocol eras' ~460 wire models at import, of which one
+    server validates or dumps a few dozen. Same validators, built later or never
+    (`defer_build` is pydantic's own switch; subclasses inherit it from BaseModel's config)."""
+    import pydantic
+
+    pydantic.BaseModel.model_config["defer_build"] = True
+
+
 _skip_package_init("mcp", "mcp.server")
+_defer_model_builds()
 
 import uvicorn  # noqa: E402  (after the package registration above)
 
@@ -53,8 +71,19 @@ def main() -> None:
     domain = load_domain(args.domain)
     services = {"policy_search": PolicySearch.from_env().search}
     runtime = DomainRuntime(domain, os.environ["TBX_PG_DSN"], services)
+    app = build_app(runtime, secret)
+    gc.freeze()
+    gc.enable()
     uvicorn.run(
-        build_app(runtime, secret), host=args.host, port=args.port, log_level="warning", access_log=False
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        # Named, not "auto": auto probes for uvloop, httptools and websockets at start.
+        loop="asyncio",
+        http="h11",
+        ws="none",
     )
 
 

@@ -7,7 +7,6 @@ tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--ou
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
@@ -62,6 +61,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from bench.cli.run import select_tasks
+    from bench.cli.served import GracefulServer
     from bench.dataset import load_benchmark
     from bench.env.host import EnvHost, EnvOptions
     from bench.env.server import EnvServer
@@ -94,12 +94,7 @@ def serve_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    # uvicorn shuts down gracefully (open episodes torn down) on SIGINT and SIGTERM and
-    # then re-raises the signal, so the exit status is the signal's; a closed terminal's
-    # SIGHUP gets the same shutdown (unless nohup asked for it to be ignored).
-    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
-        signal.signal(signal.SIGHUP, lambda *_: signal.raise_signal(signal.SIGTERM))
-    uvicorn.Server(
+    served = GracefulServer(
         uvicorn.Config(
             server.app(),
             host=args.host,
@@ -109,5 +104,6 @@ def serve_command(args: argparse.Namespace) -> int:
             # open episodes are torn down by the app's shutdown, which waits for this
             timeout_graceful_shutdown=5,
         )
-    ).run()
-    return 0
+    )
+    served.run()
+    return 128 + served.stopped_by if served.stopped_by else 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.run.causes import causes_text
 from bench.run.errors import RunError
 
 if TYPE_CHECKING:
@@ -105,6 +107,12 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _by_cause(counts: Mapping[str, int]) -> str:
+    """` (container 2, model endpoint 1)`, or nothing without errors."""
+    text = causes_text(counts)
+    return f" ({text})" if text else ""
+
+
 def run_command(args: argparse.Namespace) -> int:
     from bench.cli.progress import RunProgress
     from bench.cli.signals import run_async, stop_signals_as_interrupt
@@ -157,7 +165,8 @@ def run_command(args: argparse.Namespace) -> int:
         counts = run_async(coordinator.run(tasks))
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
-        f"{counts['errors']} system errors ({counts['retried']} tries retried); "
+        f"{counts['errors']} system errors{_by_cause(coordinator.error_causes)}, "
+        f"{counts['retried']} tries retried{_by_cause(coordinator.retried_causes)}; "
         f"results in {opts.out}/results.jsonl",
         file=sys.stderr,
     )

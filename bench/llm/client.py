@@ -6,8 +6,8 @@
 
 The client serves the three roles (agent, simulated user, rubric judge), each
 with its own `RoleConfig`. Retries (tenacity: exponential backoff with jitter,
-`Retry-After` honoured up to the cap) cover 408/409/429/5xx, timeouts and
-connection errors. When they run out,
+`Retry-After` honoured up to the cap) cover 408/409/429/5xx, timeouts,
+connection errors and malformed JSON bodies. When they run out,
 or the endpoint rejects a request outright (400/401/404/...), the call raises
 `ModelEndpointError`: a system error for the runner, never an agent failure.
 Every completed call is recorded with its input / cached / output tokens in
@@ -195,10 +195,11 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Worth another try: 408/409/429/5xx, timeouts and connection errors."""
+    """Worth another try: 408/409/429/5xx, timeouts, connection errors, and a body
+    that is not JSON (a reply cut short by a proxy or an overloaded server)."""
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRY_STATUS or exc.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
+    return isinstance(exc, (openai.APIConnectionError, json.JSONDecodeError))  # incl. APITimeoutError
 
 
 def _describe(exc: BaseException) -> str:
@@ -285,6 +286,9 @@ class LLMClient:
         except openai.APIConnectionError as exc:
             n = retrying.statistics["attempt_number"]
             raise self._error(f"unreachable after {n} attempts: {_describe(exc)}", n, None, True) from exc
+        except json.JSONDecodeError as exc:
+            n = retrying.statistics["attempt_number"]
+            raise self._error(f"sent malformed JSON {n} times: {exc}", n, None, True) from exc
         except openai.APIResponseValidationError as exc:
             n = retrying.statistics["attempt_number"]
             raise self._error(f"sent an invalid response: {_describe(exc)}", n, None, False) from exc

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
 from bench.report.metrics import GroupMetrics, RunMetrics, mark_pareto, metrics_for_run
+from bench.run.causes import causes_text
 from bench.run.results import ResultsError, load_run
 
 DASH = "—"
@@ -136,7 +137,7 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                 r.model or DASH,
                 str(r.tasks),
                 str(r.attempts),
-                str(r.system_errors),
+                errors_text(r),
                 str(r.k),
                 f"{fmt_pct(r.pass_at_1)} {fmt_ci(r.pass_at_1_ci)}",
                 f"{fmt_pct(pass_hat_big_k(r))} ({r.retention_k or DASH})",
@@ -200,10 +201,20 @@ def listed(ids: Sequence[str]) -> str:
     return shown + (f" … and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else "")
 
 
+def errors_text(r: RunMetrics) -> str:
+    """`3 (model endpoint 2, container 1)`: how many system errors, and of which cause."""
+    causes = causes_text(r.system_error_causes)
+    return f"{r.system_errors} ({causes})" if causes else str(r.system_errors)
+
+
 def flag_lines(r: RunMetrics) -> list[str]:
     out = []
     if r.system_errors:
-        out.append(f"{r.system_errors} attempts ended in a system error; they are outside every denominator.")
+        causes = causes_text(r.system_error_causes)
+        out.append(
+            f"{r.system_errors} attempts ended in a system error{f' ({causes})' if causes else ''}; "
+            "they are outside every denominator."
+        )
     if r.short_tasks:
         out.append(
             f"{len(r.short_tasks)} tasks have fewer than K={r.k} valid attempts: {listed(r.short_tasks)}"

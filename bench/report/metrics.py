@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
+from bench.run.causes import count_causes
 from bench.run.results import ResultRow, RunDir
 
 K_VALUES: tuple[int, ...] = (1, 5, 10, 20)
@@ -146,6 +147,7 @@ class RunMetrics(GroupMetrics):
     model: str | None = None
     superseded_rows: int = 0
     errors_logged: int = 0  # lines in errors.jsonl
+    system_error_causes: dict[str, int] = Field(default_factory=dict)  # bench.run.causes
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
     timings_mean_s: dict[str, float] = Field(default_factory=dict)  # phase -> mean over valid attempts
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
@@ -415,6 +417,7 @@ def run_metrics(
         model=model,
         superseded_rows=superseded_rows,
         errors_logged=errors_logged,
+        system_error_causes=count_causes(r.error or "" for r in rows if r.system_error),
         tokens_mean=tokens,
         timings_mean_s=timings,
         per_domain=per_domain,

@@ -41,6 +41,8 @@ from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
 from sandbox import Limits, ProxyCall, ProxyServer, SandboxProvider, SandboxRequest
+from sandbox.fate import lost_container
+from sandbox.provider import SandboxSession
 from sandbox.proxy import SandboxGoneError
 from sandbox.proxy_models import ToolPolicy
 from servers.engine.seeding import initial_rows
@@ -212,6 +214,12 @@ def _dataset(path: str, release: str | None, expected: str | None) -> Benchmark:
     return load_benchmark(Path(path), release=release, strict=False)
 
 
+def _lost_container(session: SandboxSession) -> str | None:
+    """A container of `session` that died, described (sandbox.fate); None when all run."""
+    containers = session.register_request(ToolPolicy()).containers
+    return lost_container(containers) if containers else None
+
+
 async def execute_attempt(
     spec: AttemptSpec,
     provider: SandboxProvider,
@@ -271,6 +279,13 @@ async def execute_attempt(
             outcome.terminal_state = await asyncio.to_thread(dump_dsn, dsn, spec.domain)
             timings["final_dump"] = time.monotonic() - t
             t = time.monotonic()
+        except Exception as exc:
+            # Whatever failed (a dump, a tool call), a dead container is the cause to report.
+            if not isinstance(exc, SandboxGoneError):
+                lost = await asyncio.to_thread(_lost_container, session)
+                if lost is not None:
+                    raise SandboxGoneError(f"attempt {spec.attempt_id}: sandbox gone: {lost}") from exc
+            raise
         finally:
             await session.close()
         timings["teardown"] = time.monotonic() - t

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +35,8 @@ from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
-from bench.run.errors import BundleChanged, NotEnoughMemory, RubricsNeedJudge
+from bench.run.causes import cause_of
+from bench.run.errors import BundleChanged, NotEnoughMemory, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
@@ -159,6 +161,11 @@ class Coordinator:
         self._preparations_lock = threading.Lock()
         # (task id, repeat) -> the messages of its tries that failed and were retried
         self._tries: dict[tuple[str, int], list[str]] = {}
+        # System errors by cause (bench.run.causes): the attempts' final ones, the retried tries.
+        self.error_causes: Counter[str] = Counter()
+        self.retried_causes: Counter[str] = Counter()
+        # What stopped the run (the output could not be written), raised once the attempts in flight end.
+        self._fatal: OutputUnwritable | None = None
 
     # ---- what the progress view reads
     @property
@@ -282,8 +289,15 @@ class Coordinator:
 
         async def one(task: Task, repeat: int) -> None:
             async with sem:
-                if not self._stopping:
+                if self._stopping:
+                    return
+                try:
                     await self.attempt(task, repeat)
+                except OutputUnwritable as exc:
+                    # Nothing more can be recorded: stop (not a system error of every attempt left).
+                    self._fatal = self._fatal or exc
+                    self.stop()
+                    self.phase = f"stopping: {exc}"
 
         try:
             # Golden states first, so a task whose golden replay fails is reported
@@ -295,6 +309,8 @@ class Coordinator:
             self.phase = f"attempts, concurrency {self.opts.concurrency}"
             self.started = time.monotonic()
             await asyncio.gather(*(one(t, r) for t, r in todo))
+            if self._fatal is not None:
+                raise self._fatal
         finally:
             try:
                 await self.executor.close(self.run_id)
@@ -368,6 +384,8 @@ class Coordinator:
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
             return None
+        except OutputUnwritable:
+            raise
         except Exception as exc:
             partial = getattr(exc, "trajectory", None)
             traj = outcome.trajectory if outcome is not None else None
@@ -410,6 +428,7 @@ class Coordinator:
         if policy.again(tries) and policy.retryable(message) and not self._stopping:
             write_retried_error(self.output, task, record, traj, message, trace, timings, tries=tries)
             self._tries[key] = [*earlier, message]
+            self.retried_causes[cause_of(message)] += 1
             if self.progress:
                 self.progress(self, task, record.repeat, f"system error, retrying: {message[:200]}")
             return message
@@ -417,6 +436,7 @@ class Coordinator:
         write_system_error(self.output, task, record, traj, message, trace, timings, retried=earlier)
         self._counts["done"] += 1
         self._counts["errors"] += 1
+        self.error_causes[cause_of(message)] += 1
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
         return None

@@ -19,6 +19,18 @@ class OutputLocked(RunError):
         super().__init__(f"tbx run: {out} is being written by {holder}; wait for it or use another --out")
 
 
+class OutputUnwritable(RunError):
+    """The output directory cannot be written (a full disk, a read-only filesystem):
+    the run stops, as no further attempt could be recorded either."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.path = path
+        super().__init__(
+            f"tbx run: cannot write {path}: {exc.strerror or exc}. The run stopped; the rows written "
+            "before are intact: free space (or fix the filesystem) and run the same command to resume"
+        )
+
+
 class BundleChanged(RunError):
     """The output directory holds attempts of another bundle: resuming would mix
     two builds (or datasets, agents, configs) in one score."""

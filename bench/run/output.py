@@ -11,6 +11,7 @@ the manifest with its bundle check, and setting a superseded run aside.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import gzip
@@ -18,6 +19,7 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 from bench.dataset import Benchmark
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
-from bench.run.errors import BundleChanged, OutputLocked
+from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
 from judge import AttemptRecord, State, canonical_bytes, write_attempt
 
 # policy_search changes what agents see, so results of the two searches never mix.
@@ -68,11 +70,12 @@ class RunOutput:
             holder = fh.read().strip() or "another process"
             fh.close()
             raise OutputLocked(self.out, holder) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"tbx run pid {os.getpid()}\n")
-        fh.flush()
         self._lock = fh
+        with writing(self.out / ".lock"):
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"tbx run pid {os.getpid()}\n")
+            fh.flush()
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -112,29 +115,65 @@ class RunOutput:
         return {k for k, err in finished.items() if not (retry_errors and err)}
 
     def append(self, path: Path, payload: str) -> None:
-        with path.open("a") as fh:
-            fh.write(payload.rstrip("\n") + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        """One whole line or none: a write that fails (a full disk) is cut off
+        again, so the file never ends in half a row."""
+        data = (payload.rstrip("\n") + "\n").encode()
+        with writing(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                start = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, start)  # frees what it took, even on a full disk
+                    raise
+            finally:
+                os.close(fd)
 
     def write_state(self, name: str, state: State) -> str:
         rel = f"states/{name}.json.gz"
-        tmp = self.out / (rel + ".tmp")
-        tmp.write_bytes(gzip.compress(canonical_bytes(state), mtime=0))
-        tmp.replace(self.out / rel)
+        with writing(self.out / rel):
+            _replace(self.out / rel, gzip.compress(canonical_bytes(state), mtime=0))
         return "../" + rel  # relative to attempts/
 
     def write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:
         if traj is None:
             return None
         rel = f"trajectories/{attempt_id}.json"
-        (self.out / rel).write_text(traj.model_dump_json())
+        with writing(self.out / rel):
+            _replace(self.out / rel, traj.model_dump_json().encode())
         return rel
 
     def write_record(self, record: AttemptRecord) -> str:
         rel = f"attempts/{record.attempt_id}.json"
-        write_attempt(self.out / rel, record)
+        with writing(self.out / rel):
+            write_attempt(self.out / rel, record)
         return rel
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """`path` holds `data` or what it held before; a failed write leaves no temporary file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """An OSError writing `path` (ENOSPC, EROFS, EIO) as OutputUnwritable: no row
+    can be recorded, so the run stops instead of failing every later attempt."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputUnwritable(path, exc) from exc
 
 
 @functools.cache
@@ -207,9 +246,8 @@ def write_manifest(
     }
     manifest["bundle_hash"] = bundle_hash(manifest)
     merge_previous_manifest(out, manifest)
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(out / "manifest.json")
+    with writing(out / "manifest.json"):
+        _replace(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
 
 

@@ -22,6 +22,9 @@ DROP DATABASE template0;
 ALTER DATABASE template1 IS_TEMPLATE false;
 DROP DATABASE template1;
 SQL
+# initdb leaves several WAL segments behind; after the clean shutdown above one
+# fresh segment is all a start needs (each segment is 1 MB of tmpfs per set).
+su postgres -s /bin/sh -c "pg_resetwal -D $T >/dev/null"
 chown -R postgres:postgres "$T"
 # The WAL tmpfs's mount point (the root filesystem is read-only at run time).
 install -d -o postgres -g postgres -m 0700 /var/lib/pgwal

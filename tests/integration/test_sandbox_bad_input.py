@@ -101,3 +101,51 @@ def test_image_removed_after_the_run_resolved_it(base_images: Any, retail_rows: 
     with pytest.raises(ImageMissingError, match="tbx/servers:feedfacefeedface no longer exists"):
         Sandbox(request).start()
     assert leftovers(run_id) == ([], [])
+
+
+FULL_RANGE = "10.212.254.224/27"  # room for one attempt network, which the test takes
+
+
+@pytest.fixture
+def full_address_range(dclient: Any, run_id: str) -> Any:
+    """TBX_SUBNET_RANGE's only /27 held by a network of this test (labelled, removed after)."""
+    import docker.types
+
+    from sandbox import labels as lbl
+
+    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=FULL_RANGE)])
+    labels = lbl.labels_for(f"{run_id}-holder", lbl.new_id("att"), "network", 0)
+    net = dclient.networks.create(lbl.new_id("tbx-net-full"), internal=True, ipam=ipam, labels=labels)
+    try:
+        yield FULL_RANGE
+    finally:
+        net.remove()
+
+
+def test_an_exhausted_address_pool_is_a_clear_error_with_the_fix_and_starts_nothing(
+    full_address_range: str, retail_rows: Any, base_images: Any, run_id: str, spawn: Any, tbx: str,
+    retail_seed_file: Path, monkeypatch: pytest.MonkeyPatch, dclient: Any,
+) -> None:  # fmt: skip
+    from sandbox import labels as lbl
+    from sandbox.errors import NetworkPoolExhaustedError
+    from sandbox.subnets import RANGE_ENV
+
+    # The attempt's start: it fails before any container, and what it made is gone.
+    monkeypatch.setenv(RANGE_ENV, full_address_range)
+    request = seeded_request({"retail": retail_rows}, domains=["retail"], typesense=True, run_id=run_id)
+    with pytest.raises(NetworkPoolExhaustedError) as err:
+        Sandbox(request).start()
+    assert f"address range {full_address_range}" in str(err.value)
+    assert "tbx gc" in str(err.value) and f"{RANGE_ENV}=" in str(err.value)
+    assert leftovers(run_id) == ([], [])
+
+    # At the command line: exit 2 with the message and the fix, no traceback, nothing left.
+    proc = spawn(
+        [tbx, "up", "--pg-seed", str(retail_seed_file), "--no-typesense"], **{RANGE_ENV: full_address_range}
+    )
+    assert proc.finish(120) == 2, proc.err
+    assert "Traceback" not in proc.err
+    assert proc.err.startswith("tbx: no free /27 subnet left") and f"{RANGE_ENV}=" in proc.err, proc.err
+    owner = {"label": f"{lbl.OWNER_PID}={proc.popen.pid}"}
+    assert dclient.containers.list(all=True, filters=owner) == []
+    assert dclient.networks.list(filters=owner) == []

@@ -298,6 +298,37 @@ def test_tbx_run_stops_cleanly_and_resumes(mode: str, started: list[Started], tm
     assert all(r["passed"] for r in rows if not r["system_error"])
 
 
+@pytest.fixture
+def env_config(tmp_path: Path) -> Path:
+    """A user role for `tbx env serve` (no episode runs, so nothing answers on its port)."""
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"user": {"base_url": "http://127.0.0.1:9/v1", "model": "u", "api_key": "k"}}))
+    return path
+
+
+def env_serve_args(config: Path, out: Path) -> list[str]:
+    return [
+        "env", "serve", "--dataset", str(PACK), "--config", str(config), "--tasks", TASK,
+        "--port", "0", "--warm", "1", "--skip-rubrics", "--out", str(out),
+        "--golden-cache", str(out.parent / "golden"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "sig"), MODES_SIGNALS, ids=lambda v: v if isinstance(v, str) else signal.Signals(v).name
+)
+def test_tbx_env_serve_stops_cleanly(
+    mode: str, sig: int, started: list[Started], env_config: Path, tmp_path: Path
+) -> None:
+    """Once its warm sandbox holds containers: the server's shutdown tears it down."""
+    s = start(mode, env_serve_args(env_config, tmp_path / "env"))
+    started.append(s)
+    wait_until(s, lambda s: "tbx env serve:" in s.text and has_containers(s), timeout=180)
+    pids = tbx_pids(s.marker)
+    send(s, sig)
+    check_stopped(s, sig, pids)
+
+
 def test_tbx_proxy_stops_on_sigterm_under_nohup(started: list[Started]) -> None:
     s = start("nohup", ["proxy", "--json"])
     started.append(s)

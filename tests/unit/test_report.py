@@ -97,7 +97,7 @@ def test_report_md_contents(tmp_path: Path) -> None:
     cells = [c.strip() for c in alpha.strip("|").split("|")]
     # run, agent, model, tasks, valid attempts, system errors, K, pass@1 [CI], pass^k (k), k/k,
     # retention, cost/attempt, cost/success, cost/reliable task, Pareto
-    assert cells[:7] == ["alpha", "llm", "model-a", "2", "5", "4", "3"]
+    assert cells[:7] == ["alpha", "llm", "model-a", "2", "5", "4 (other 4)", "3"]  # system errors, by cause
     assert cells[7].startswith("75.0% [")  # (1 + 1/2) / 2
     assert cells[8] == "50.0% (2)"  # pass^2: (1 + 0) / 2
     assert cells[9] == "1 (50.0%)"

@@ -115,3 +115,55 @@ def test_default_concurrency_fits_cores_and_memory(
     # containers' limits; admission by measured use (tests/unit/test_admission.py) admits more.
     for c in (builtin, model):
         assert 2 * c * MEMORY_PER_ATTEMPT_GIB <= gib
+
+
+def test_a_row_the_disk_cannot_hold_is_cut_off_whole_and_names_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC after part of a row went out (a short write, then the error): the
+    file ends where it did before, and the error says which file and what to do."""
+    import errno
+
+    from bench.run import output as output_mod
+    from bench.run.errors import OutputUnwritable
+
+    out = RunOutput(tmp_path)
+    first = json.dumps({"task_id": "a", "repeat": 0, "system_error": False})
+    out.append(out.results, first)
+    real_write = os.write
+    calls: list[int] = []
+
+    def full_disk(fd: int, data: bytes | memoryview) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:10]))  # part of the row reached the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(output_mod.os, "write", full_disk)
+    with pytest.raises(OutputUnwritable) as raised:
+        out.append(out.results, json.dumps({"task_id": "a", "repeat": 1, "system_error": False}))
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert out.results.read_text() == first + "\n"
+    assert f"cannot write {out.results}: No space left on device" in str(raised.value)
+    assert "resume" in str(raised.value)
+
+
+def test_a_state_the_disk_cannot_hold_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from bench.run.errors import OutputUnwritable
+
+    out = RunOutput(tmp_path)
+
+    def full_disk(self: Path, data: bytes) -> int:
+        self.open("wb").write(data[:5])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    with pytest.raises(OutputUnwritable, match=r"states/x\.initial\.json\.gz"):
+        out.write_state("x.initial", {})
+    monkeypatch.undo()
+    assert list((tmp_path / "states").iterdir()) == []
