@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -10,6 +11,10 @@ ATTEMPT = "tbx.attempt"
 CREATED = "tbx.created"
 ROLE = "tbx.role"
 OWNER_PID = "tbx.pid"
+# The cluster node that started the item (`tbx run --ray`): a node's leftovers are
+# found by it when the node comes back. Set by the node's process in NODE_ENV.
+NODE = "tbx.node"
+NODE_ENV = "TBX_NODE"
 # Items older than this count as orphans even when their owner's pid is alive
 # (a pid reused by an unrelated process, a hung run): what the sweeper removes by default.
 ORPHAN_TTL = 6 * 3600.0
@@ -20,10 +25,14 @@ def new_id(prefix: str) -> str:
 
 
 def labels_for(run_id: str, attempt_id: str, role: str, pid: int) -> dict[str, str]:
-    return {
+    out = {
         RUN: run_id,
         ATTEMPT: attempt_id,
         CREATED: str(int(time.time())),
         ROLE: role,
         OWNER_PID: str(pid),
     }
+    node = os.environ.get(NODE_ENV)
+    if node:
+        out[NODE] = node
+    return out

@@ -125,9 +125,10 @@ class SandboxPool:
         self._spawn_planned(self._plan.popleft())
         return True
 
-    def _spawn(self, key: Key, prepare: Preparer | None) -> bool:
+    def _spawn(self, key: Key, prepare: Preparer | None, *, beyond_budget: bool = False) -> bool:
         """Boot one sandbox for `key`: None booted only, else prepared with `prepare`."""
-        if self._closed or (self.budget is not None and self._spawned >= self.budget and prepare is None):
+        over = self.budget is not None and self._spawned >= self.budget
+        if self._closed or (over and prepare is None and not beyond_budget):
             return False
         self._spawned += 1
         self._owe(key)
@@ -212,12 +213,11 @@ class SandboxPool:
             await asyncio.wait(set(self._resolving))  # a planned boot for it may be about to say so
         # No spare left for it: this acquire waits for a boot of its own (for a key,
         # prepared in the boot: nobody planned this checkout).
-        if self._owed.get(key, 0) == 0 and not self._spawn(key, prepare if key is not None else None):
-            raise SandboxError(
-                "the pool is closed"
-                if self._closed
-                else f"more checkouts than the pool's budget ({self.budget})"
-            )
+        # (Beyond the budget: a retried attempt asks for one more than the run planned.)
+        if self._owed.get(key, 0) == 0 and not self._spawn(
+            key, prepare if key is not None else None, beyond_budget=True
+        ):
+            raise SandboxError("the pool is closed")
         self._owed[key] -= 1
         item = await self._ready[key].get()
         if isinstance(item, BaseException):
@@ -251,6 +251,32 @@ class SandboxPool:
     def booted(self) -> int:
         """Booted sandboxes waiting for an attempt (what a readiness check needs)."""
         return self._booted
+
+    async def flush(self) -> int:
+        """Discard what waits in the pool and boot replacements: after the daemon was
+        restarted, sandboxes booted before are stopped and boots during it failed.
+        Returns how many were discarded. (A failed boot prepared for a planned checkout
+        stays: its checkout gets the error and its retry boots its own.)"""
+        stale: list[tuple[Key, Sandbox | BaseException]] = []
+        for key, queue in self._ready.items():
+            while not queue.empty():
+                stale.append((key, queue.get_nowait()))
+        for _, item in stale:
+            if isinstance(item, Sandbox):
+                self._booted -= 1
+                with contextlib.suppress(Exception):  # what stays is labelled: the run's sweep takes it
+                    await asyncio.to_thread(item.close)
+        self.last_error = None
+        discarded = 0
+        for key, item in stale:
+            prepare = item.request.prepare if isinstance(item, Sandbox) else None
+            if key is not None and prepare is None:
+                self._ready[key].put_nowait(item)
+                continue
+            discarded += 1
+            self._owed[key] -= 1  # the replacement is owed instead
+            self._spawn(key, prepare, beyond_budget=True)
+        return discarded
 
     async def close(self) -> None:
         self._closed = True

@@ -36,7 +36,7 @@ from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
 from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
-from sandbox.sweeper import sweep
+from sandbox.sweeper import remove_stopped, sweep
 from sandbox.teardown import Reaper
 
 
@@ -121,6 +121,12 @@ class SandboxProvider(abc.ABC):
             raise
         return _Counted(session, self)
 
+    async def ping(self) -> None:  # noqa: B027 - optional hook
+        """Raise when the machinery that runs the containers does not answer."""
+
+    async def recovered(self) -> None:  # noqa: B027 - optional hook
+        """That machinery answers again after an outage: drop what did not survive it."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """End of run: release what the provider holds (warm pools)."""
 
@@ -184,6 +190,19 @@ class DockerSession:
 
     async def close(self) -> None:
         await self.sandbox.__aexit__(None, None, None)
+
+
+def ping_daemon() -> None:
+    """Raise unless the daemon accepts a new connection now. Not the shared client: a
+    stopping dockerd has already removed its socket, yet still answers on connections
+    opened before (the shared client's pool), while every new one fails."""
+    import docker
+
+    client = docker.from_env(timeout=10)
+    try:
+        client.ping()
+    finally:
+        client.close()
 
 
 def image_digests(images: dict[str, str]) -> dict[str, str]:
@@ -289,6 +308,19 @@ class DockerProvider(SandboxProvider):
                 pool.plan(self.upcoming[key])
             await pool.__aenter__()
         return pool
+
+    async def ping(self) -> None:
+        await asyncio.to_thread(ping_daemon)
+
+    async def recovered(self) -> None:
+        """After a daemon restart: warm sandboxes are stopped (restart policy "no"), removals
+        that failed meanwhile are owed, and the stopped sets of attempts in flight go by label."""
+        for pool in list(self.pools.values()):
+            await pool.flush()
+        if self.reaper is not None:
+            await self.reaper.retry_failed()
+        if self.run_id is not None:
+            await asyncio.to_thread(remove_stopped, self.run_id)
 
     async def close(self) -> None:
         pools, self.pools = list(self.pools.values()), {}

@@ -478,6 +478,12 @@ class Sandbox:
             self._closed = True
             self._remove_all()
 
+    def remove_leftovers(self) -> None:
+        """Remove what a close() could not (the daemon was away): idempotent, by label."""
+        with self._lock:
+            self._closed = True
+            self._remove_all()
+
     def _remove_all(self) -> None:
         if self._admin_conn is not None:
             with contextlib.suppress(Exception):

@@ -133,3 +133,16 @@ def leftovers(run: str | None = None) -> tuple[list[str], list[str]]:
         [c.name for c in client.containers.list(all=True, filters=filters, ignore_removed=True)],
         [n.name for n in client.networks.list(filters=filters)],
     )
+
+
+def remove_stopped(run: str) -> list[str]:
+    """Remove `run`'s containers that are no longer running (exited, dead): what a
+    restarted daemon leaves of the sets it stopped (restart policy "no" keeps them
+    exited). Running and still-starting containers are left to their attempts."""
+    client = docker_client()
+    removed = []
+    filters = {"label": f"{labels.RUN}={run}", "status": ["exited", "dead"]}
+    for c in client.containers.list(all=True, filters=filters, ignore_removed=True):
+        if remove_container(c):
+            removed.append(c.name)
+    return removed

@@ -38,6 +38,8 @@ class Reaper:
         self._pending: set[Future[None]] = set()
         self._slots = asyncio.Semaphore(self.max_pending)
         self.failures = 0
+        # Sets whose removal failed (the daemon away, say): `retry_failed()` tries them again.
+        self._failed: list[Sandbox] = []
 
     @property
     def pending(self) -> int:
@@ -62,13 +64,30 @@ class Reaper:
     def _close(self, sandbox: Sandbox) -> None:
         try:
             sandbox.close()
-        except Exception:
+        except Exception as exc:
             # What close() could not remove still carries the run's labels: the sweeper
-            # (tbx gc --run, the next run's start) removes it. Counted, never fatal.
+            # (tbx gc --run, the next run's start) removes it. Counted, never fatal. One
+            # line (the traceback with -v): a daemon restart fails every removal at once.
             self.failures += 1
+            self._failed.append(sandbox)
             log.warning(
-                "teardown of %s failed; left to the sweeper", sandbox.request.attempt_id, exc_info=True
+                "teardown of %s failed (%s: %s); left to the sweeper",
+                sandbox.request.attempt_id,
+                exc.__class__.__name__,
+                exc,
             )
+            log.debug("teardown of %s", sandbox.request.attempt_id, exc_info=True)
+
+    async def retry_failed(self) -> int:
+        """Remove again the sets whose removal failed (after the daemon came back); how many were retried."""
+        failed, self._failed = self._failed, []
+        for sandbox in failed:
+            try:
+                await asyncio.to_thread(sandbox.remove_leftovers)
+            except Exception:
+                self._failed.append(sandbox)
+                log.warning("teardown of %s failed again", sandbox.request.attempt_id, exc_info=True)
+        return len(failed)
 
     async def drain(self) -> None:
         """Wait until every handed-over sandbox is removed."""

@@ -43,17 +43,28 @@ def _clock(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
 
+def nodes_text(state: RunState) -> str | None:
+    """`nodes 2 alive: ab12cd34 1 running/5 done, ...` on a Ray cluster, else None."""
+    nodes = getattr(state, "nodes", None)
+    if nodes is None:
+        return None
+    parts = [f"{n} {c['running']} running/{c['done']} done" for n, c in sorted(nodes.items())]
+    return f"nodes {len(nodes)} alive: " + (", ".join(parts) or "none")
+
+
 def status_line(state: RunState, now: float | None = None) -> str:
     """One line with everything the live panel shows (the plain-text form)."""
     c = state.counts
     judged = c["passed"] + c["failed"]
     elapsed = (now or time.monotonic()) - state.started
     rate = f"{c['passed'] / judged:.0%}" if judged else "-"
-    return (
+    line = (
         f"[{c['done']}/{state.total}] pass {rate} ({c['passed']}/{judged}) errors {c['errors']} "
         f"retried {c.get('retried', 0)} "
         f"alive {c['alive']}+{getattr(state, 'warm_sandboxes', 0)} warm elapsed {_clock(elapsed)} eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"
     )
+    nodes = nodes_text(state)
+    return line if nodes is None else f"{line} {nodes}"
 
 
 class RunProgress:
@@ -113,4 +124,8 @@ class RunProgress:
             Text(f"elapsed {_clock(elapsed)}"),
             Text(f"eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"),
         )
-        return Group(Text(f"tbx run: {state.phase}", style="dim"), table, figures)
+        nodes = nodes_text(state)
+        parts: list[RenderableType] = [Text(f"tbx run: {state.phase}", style="dim"), table, figures]
+        if nodes is not None:
+            parts.append(Text(nodes, style="cyan"))
+        return Group(*parts)

@@ -42,6 +42,13 @@ def register(sub: Any) -> None:
         default=2,
         help="times a (task, repeat) ending in a system error is tried again in the run (default 2; 0 = never)",
     )
+    run.add_argument(
+        "--daemon-wait",
+        type=float,
+        default=120.0,
+        help="seconds the run holds new tries while the Docker daemon does not answer, "
+        "then stops (resumable: re-run the same command); default 120",
+    )
     run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
     run.add_argument("--runtime", help="container runtime, e.g. runsc")
     run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
@@ -72,6 +79,12 @@ def register(sub: Any) -> None:
         default="hybrid",
         help="policy-search tool: vector + keyword hybrid (default, as the benchmark specifies) "
         "or the keyword-only fallback; recorded in the manifest",
+    )
+    run.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="run the attempts on a Ray cluster's nodes (HOST:PORT of the head, or auto); "
+        "needs the ray extra (pip install 'tbx[ray]'); docs/scale-out.md",
     )
     run.set_defaults(fn=run_command)
 
@@ -135,8 +148,19 @@ def run_command(args: argparse.Namespace) -> int:
             cfg = getattr(config, role)
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
-    concurrency = args.concurrency or default_concurrency(model_agent=not builtin)
-    warm = check_memory(bench, tasks, concurrency, args.warm, runtime=args.runtime)
+    executor = None
+    if args.ray:
+        # Connected before anything starts: a dead address or a missing extra fails here.
+        from bench.run.ray_executor import RayExecutor, cluster_slots, connect
+
+        connect(args.ray)
+        # Each node admits its own attempts (its tbx_attempt slots); the driver only bounds them.
+        concurrency = args.concurrency or max(1, cluster_slots())
+        warm = args.warm or 0
+        executor = RayExecutor(args.ray, config=config, warm=warm)
+    else:
+        concurrency = args.concurrency or default_concurrency(model_agent=not builtin)
+        warm = check_memory(bench, tasks, concurrency, args.warm, runtime=args.runtime)
     opts = RunOptions(
         out=Path(args.out),
         agent=args.agent,
@@ -146,6 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         retry_errors=args.retry_errors,
         retries=RetryPolicy(max_retries=args.max_retries),
+        daemon_wait=args.daemon_wait,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,
         skip_rubrics=args.skip_rubrics,
@@ -155,10 +180,10 @@ def run_command(args: argparse.Namespace) -> int:
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)
-    coordinator = Coordinator(bench, opts, config, progress=progress, notice=_stderr)
+    coordinator = Coordinator(bench, opts, config, progress=progress, notice=_stderr, executor=executor)
     print(
         f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, "
-        f"concurrency {concurrency}, warm {warm} -> {opts.out}",
+        f"concurrency {concurrency}, warm {warm}{f', on Ray at {args.ray}' if args.ray else ''} -> {opts.out}",
         file=sys.stderr,
     )
     with stop_signals_as_interrupt(), progress.attach(coordinator):

@@ -181,6 +181,7 @@ class AttemptOutcome(BaseModel):
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
     system_error: AttemptFailure | None = None
+    node: str | None = None  # the cluster node it ran on (`tbx run --ray`), else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

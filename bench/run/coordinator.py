@@ -36,6 +36,7 @@ from bench.llm.judge import LazyRubricJudge
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.causes import cause_of
+from bench.run.daemon import DaemonGate, DaemonGone
 from bench.run.errors import BundleChanged, NotEnoughMemory, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
@@ -76,6 +77,9 @@ class RunOptions(BaseModel):
     policy_search: Literal["hybrid", "keyword"] = "hybrid"
     # System errors retried within the run (0: none; --retry-errors still works after).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
+    # Seconds the run holds new tries while the container daemon does not answer
+    # (bench.run.daemon); past that it stops, resumable.
+    daemon_wait: float = Field(default=120.0, ge=0)
 
 
 def _memory_gib() -> float | None:
@@ -166,6 +170,9 @@ class Coordinator:
         self.retried_causes: Counter[str] = Counter()
         # What stopped the run (the output could not be written), raised once the attempts in flight end.
         self._fatal: OutputUnwritable | None = None
+        self.gate = DaemonGate(
+            self.executor.ping, opts.daemon_wait, notice=self.notice, on_back=self.executor.recovered
+        )
 
     # ---- what the progress view reads
     @property
@@ -175,6 +182,11 @@ class Coordinator:
     @property
     def warm_sandboxes(self) -> int:
         return self.executor.warm
+
+    @property
+    def nodes(self) -> dict[str, dict[str, int]] | None:
+        """Cluster node -> attempts running and done there (None off a cluster)."""
+        return getattr(self.executor, "nodes", None)
 
     def stop(self) -> None:
         """Start no further attempt; those running finish and are written."""
@@ -313,11 +325,27 @@ class Coordinator:
                 raise self._fatal
         finally:
             try:
-                await self.executor.close(self.run_id)
+                await self._close_executor()
             finally:
                 if self.judge is not None:
                     await self.judge.aclose()
+        if self.gate.gone is not None:
+            raise self.gate.gone
         return self.counts
+
+    async def _close_executor(self) -> None:
+        if self.gate.gone is None:
+            await self.executor.close(self.run_id)
+            return
+        try:
+            await self.executor.close(self.run_id)
+        except Exception as exc:
+            # Everything the run created carries its labels and this process's pid: once it
+            # has exited they are orphans, which the next start (the resume) sweeps first.
+            self.notice(
+                f"tbx run: could not remove this run's containers with the daemon away ({exc}); "
+                "the next `tbx run` or `tbx gc` removes them"
+            )
 
     async def compute_goldens(self, tasks: list[Task], sem: asyncio.Semaphore) -> list[tuple[str, Exception]]:
         """Each task's golden end state (once per task, in separate sandboxes,
@@ -338,25 +366,39 @@ class Coordinator:
     async def attempt(self, task: Task, repeat: int) -> None:
         """(task, repeat) until it is graded, or its system errors use up the retries."""
         policy = self.opts.retries
-        tries = 0
+        tries = counted = 0
         while True:
             tries += 1
-            failure = await self.try_once(task, repeat, tries)
+            try:
+                await self.gate.ready()
+            except DaemonGone:
+                self.stop()  # no row: the resume runs this (task, repeat) again
+                return
+            failure, outage = await self.try_once(task, repeat, tries, counted + 1)
             if failure is None:
                 return
             self._counts["retried"] += 1
-            await asyncio.sleep(policy.wait(tries))
+            if not outage:  # after an outage the gate has done the waiting
+                counted += 1
+                await asyncio.sleep(policy.wait(counted))
 
-    async def try_once(self, task: Task, repeat: int, tries: int) -> str | None:
-        """Try number `tries`; a system error is written as the row (the last try)
-        or as a retried line in errors.jsonl, whose message is then returned."""
+    async def try_once(
+        self, task: Task, repeat: int, tries: int, counted: int | None = None
+    ) -> tuple[str | None, bool]:
+        """Try number `tries` (`counted`: its number among those --max-retries counts).
+        A system error is written as the row (the last try) or as a retried line in
+        errors.jsonl; returns that retried error's message (None: a row was written)
+        and whether the daemon was away."""
         attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
         timings: dict[str, float] = {}
         record = AttemptRecord(
             task_id=task.id, attempt_id=attempt_id, run_id=self.run_id, repeat=repeat, domain=task.domain
         )
-        record_error = functools.partial(self._system_error, task, record, tries=tries)
+        record_error = functools.partial(
+            self._system_error, task, record, tries=tries, counted=counted or tries
+        )
         outcome: AttemptOutcome | None = None
+        failed: tuple[Trajectory | None, str, str]
         try:
             t = time.monotonic()
             golden = await self.golden.get(task)
@@ -366,7 +408,7 @@ class Coordinator:
             timings.update(outcome.timings)
             if outcome.system_error is not None:
                 failure = outcome.system_error
-                return record_error(outcome.trajectory, str(failure), failure.traceback, timings)
+                raise _TryFailed(outcome.trajectory, str(failure), failure.traceback)
             assert outcome.terminal_state is not None and outcome.trajectory is not None
             t = time.monotonic()
             graded = await grade(
@@ -383,14 +425,19 @@ class Coordinator:
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
-            return None
+            return None, False
         except OutputUnwritable:
             raise
+        except _TryFailed as exc:
+            failed = exc.failed
         except Exception as exc:
             partial = getattr(exc, "trajectory", None)
             traj = outcome.trajectory if outcome is not None else None
             traj = traj or (partial if isinstance(partial, Trajectory) else None)
-            return record_error(traj, *error_message(exc), timings)
+            failed = (traj, *error_message(exc))
+        # Was the daemon away? Then the try says nothing about the task (bench.run.daemon).
+        outage = not await self.gate.answers()
+        return record_error(*failed, timings, outage=outage), outage
 
     # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
@@ -419,13 +466,18 @@ class Coordinator:
         timings: dict[str, float],
         *,
         tries: int,
+        counted: int,
+        outage: bool = False,
     ) -> str | None:
         """Write a try's system error; returns its message when it will be retried
-        (not once a stop was asked for: a resume or --retry-errors picks it up)."""
+        (not once a stop was asked for: a resume or --retry-errors picks it up).
+        A try the daemon's outage failed is always retried, uncounted: if the daemon
+        stays away, the (task, repeat) gets no row and the resume runs it."""
         policy = self.opts.retries
         key = (task.id, record.repeat)
         earlier = self._tries.get(key, [])
-        if policy.again(tries) and policy.retryable(message) and not self._stopping:
+        again = outage or (policy.again(counted) and not self._stopping)
+        if again and policy.retryable(message):
             write_retried_error(self.output, task, record, traj, message, trace, timings, tries=tries)
             self._tries[key] = [*earlier, message]
             self.retried_causes[cause_of(message)] += 1
@@ -440,3 +492,11 @@ class Coordinator:
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
         return None
+
+
+class _TryFailed(Exception):
+    """An outcome's system error, carried to the one place a failed try is written."""
+
+    def __init__(self, traj: Trajectory | None, message: str, trace: str):
+        super().__init__(message)
+        self.failed = (traj, message, trace)

@@ -50,6 +50,12 @@ class AttemptExecutor(Protocol):
     async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
         """One attempt; a system error comes back in the outcome, never raised."""
 
+    async def ping(self) -> None:
+        """Raise when the container daemon does not answer (the coordinator then waits)."""
+
+    async def recovered(self) -> None:
+        """The daemon answers again after an outage: drop what did not survive it."""
+
     async def close(self, run_id: str) -> None:
         """Stop everything the run started and sweep what is left of it."""
 
@@ -65,7 +71,10 @@ class AttemptExecutor(Protocol):
 class LocalExecutor:
     """Attempts on this machine: `provider`'s sandboxes behind an in-process proxy."""
 
-    def __init__(self, provider: SandboxProvider, bench: Benchmark, config: ModelsConfig | None = None):
+    def __init__(
+        self, provider: SandboxProvider, bench: Benchmark | None, config: ModelsConfig | None = None
+    ):
+        # bench None: each spec's dataset is read (and hash-checked) here (a cluster node)
         self.provider = provider
         self.bench = bench
         self.config = config
@@ -97,15 +106,25 @@ class LocalExecutor:
         assert self.proxy is not None, "open() starts the proxy"
         return await execute_attempt(spec, self.provider, self.proxy, bench=self.bench, clients=self.clients)
 
+    async def ping(self) -> None:
+        await self.provider.ping()
+
+    async def recovered(self) -> None:
+        await self.provider.recovered()
+
     async def close(self, run_id: str) -> None:
+        # Each step even when the one before failed (the daemon away: the provider's
+        # removals raise, yet the proxy's thread and the model clients must go).
         try:
             await self.provider.close()
-            if self.proxy is not None:
-                self.proxy.close()
-            if self.clients is not None:
-                await self.clients.aclose()
         finally:
-            await self.provider.sweep(run_id)
+            try:
+                if self.proxy is not None:
+                    self.proxy.close()
+                if self.clients is not None:
+                    await self.clients.aclose()
+            finally:
+                await self.provider.sweep(run_id)
 
     @property
     def alive(self) -> int:

@@ -69,6 +69,7 @@ def write_graded(
             "rubrics_skipped": graded.rubrics_skipped,
             "retries": len(retried or []),
             "retried_errors": list(retried or []),
+            **({"node": outcome.node} if outcome.node else {}),
         }
     )
     output.append(output.results, row.to_json_line())

@@ -27,6 +27,7 @@ from bench.llm.config import parse_models_config
 from bench.replay.local import fresh_schema, reset_rows
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
 from bench.run.coordinator import Coordinator, RunOptions
+from bench.run.daemon import DaemonGone
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
 from bench.run.output import dataset_hash
@@ -426,3 +427,97 @@ def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
     assert policy.retryable("ContainerStartError: server-retail container exited during start")
     assert [policy.wait(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0] and policy.wait(10) == 30.0
     assert policy.again(3) and not policy.again(4)
+
+
+class DaemonAway(FakeProvider):
+    """A provider whose daemon is away until `back()`: boots and pings fail as a
+    stopped Docker daemon's socket does."""
+
+    def __init__(self, pg_dsn: str, back_after: float | None, down: bool = True):
+        super().__init__(pg_dsn)
+        self.down = down
+        self.back_after = back_after  # seconds after the first ping; None: never
+        self.first_ping: float | None = None
+        self.recoveries = 0
+
+    def _check(self) -> None:
+        if self.down and self.first_ping is not None and self.back_after is not None:
+            self.down = time.monotonic() - self.first_ping < self.back_after
+        if self.down:
+            raise ConnectionRefusedError("[Errno 111] Connection refused: /var/run/docker.sock")
+
+    async def ping(self) -> None:
+        if self.first_ping is None:
+            self.first_ping = time.monotonic()
+        self._check()
+
+    async def recovered(self) -> None:
+        self.recoveries += 1
+
+    async def boot(self, request: SandboxRequest) -> psycopg.Connection[Any]:
+        self._check()
+        return await super().boot(request)
+
+
+def _run_with_daemon_away(
+    pack: Benchmark,
+    pg_dsn: str,
+    make_database: Any,
+    tmp_path: Path,
+    back_after: float | None,
+    down: bool = True,
+) -> tuple[DaemonAway, Any, list[dict[str, Any]]]:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    away = DaemonAway(pg_dsn, back_after, down)
+    opts = RunOptions(
+        out=tmp_path / "run",
+        agent="oracle",
+        repeat=2,
+        concurrency=2,
+        # No retries at all: tries the outage failed do not count against them.
+        retries=RetryPolicy(max_retries=0, wait_first=0.01),
+        daemon_wait=1.0,
+    )
+    outcome: Any
+    try:
+        outcome = asyncio.run(Coordinator(pack, opts, provider=away, golden=store).run([task]))
+    except DaemonGone as exc:
+        outcome = exc
+    finally:
+        away.dbs.close()
+    errors_file = tmp_path / "run" / "errors.jsonl"
+    errors = (
+        [json.loads(line) for line in errors_file.read_text().splitlines()] if errors_file.exists() else []
+    )
+    return away, outcome, errors
+
+
+def test_tries_wait_for_the_daemon_and_the_outage_costs_no_retry(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    away, counts, errors = _run_with_daemon_away(pack, pg_dsn, make_database, tmp_path, back_after=0.3)
+    assert counts["passed"] == 2 and counts["errors"] == 0, counts
+    rows = read_rows(tmp_path / "run" / "results.jsonl")
+    assert sorted(r.repeat for r in rows) == [0, 1] and all(r.passed for r in rows)
+    # Each repeat failed once while the daemon was away (a retried line), then waited:
+    # one shared wait, one clean-up once it answered, no burst of failed tries.
+    assert len(errors) == 2 and all(e["retried"] and "Connection refused" in e["error"] for e in errors)
+    assert away.recoveries == 1
+
+
+def test_a_daemon_that_stays_away_stops_the_run_without_rows_so_it_resumes(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    _, gone, errors = _run_with_daemon_away(pack, pg_dsn, make_database, tmp_path, back_after=None)
+    assert isinstance(gone, DaemonGone) and "re-run the same command" in str(gone)
+    assert gone.waited >= 1.0
+    assert not (tmp_path / "run" / "results.jsonl").exists() or not read_rows(
+        tmp_path / "run" / "results.jsonl"
+    )
+    assert errors and all(e["retried"] for e in errors)
+    # The same command, the daemon back: both repeats run now.
+    _, counts, _ = _run_with_daemon_away(pack, pg_dsn, make_database, tmp_path, back_after=None, down=False)
+    assert counts["passed"] == 2, counts
+    assert sorted(r.repeat for r in read_rows(tmp_path / "run" / "results.jsonl")) == [0, 1]

@@ -118,6 +118,20 @@ def test_a_planned_checkout_gets_the_sandbox_prepared_for_its_preparer() -> None
             got_c = await asyncio.wait_for(pool.acquire(c), 5)
             assert got_c.sandbox.request.prepare is c
 
+
+def test_a_retry_beyond_the_budget_still_gets_a_sandbox() -> None:
+    """The budget is the planned attempts; a retried one asks for one more, which must
+    boot rather than leave that acquire waiting for ever."""
+
+    async def go() -> None:
+        async with SandboxPool(
+            ["retail"], size=1, images={"servers": "x"}, budget=2, fail_fast=False
+        ) as pool:
+            for _ in range(3):  # two planned attempts and one retry
+                await asyncio.wait_for(pool.acquire(), timeout=5)
+            await _settle(pool)
+            assert pool.spare == 0  # and nothing booted beyond what was asked for
+
     asyncio.run(go())
 
 
@@ -135,5 +149,25 @@ def test_a_failed_planned_boot_reaches_the_checkout_it_was_for() -> None:
             FakeSandbox.fail_boot = False
             again = await asyncio.wait_for(pool.acquire(a), 5)  # its retry boots its own
             assert again.sandbox.request.prepare is a
+
+
+def test_flush_discards_what_waits_and_boots_replacements() -> None:
+    """After a daemon restart the waiting sandboxes are stopped and the boots during
+    it failed: flush closes the one, drops the other, and boots as many anew."""
+
+    async def go() -> None:
+        async with SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False) as pool:
+            await _settle(pool)
+            FakeSandbox.fail_boot = True
+            await pool.acquire()  # its replacement's boot fails (the daemon away)
+            await _settle(pool)
+            assert pool.booted == 1 and pool.last_error is not None
+            FakeSandbox.fail_boot = False
+            closed = FakeSandbox.closed
+            assert await pool.flush() == 2
+            assert FakeSandbox.closed == closed + 1 and pool.last_error is None
+            await _settle(pool)
+            assert pool.booted == 2
+            await asyncio.wait_for(pool.acquire(), timeout=5)  # a good one, not the failure
 
     asyncio.run(go())

@@ -1,0 +1,150 @@
+"""The node side of `tbx run --ray`: what runs on every cluster node.
+
+`NodeRunner` is the body of one long-lived Ray actor per node (bench.run.ray_executor
+wraps it with `ray.remote` and pins it to its node). It owns what must be near the
+sandboxes: the node's `DockerProvider` (its warm pool, its Docker daemon), the session
+proxy on the node's 127.0.0.1 and the model clients, i.e. a `LocalExecutor` that reads
+each spec's dataset itself. Specs arrive as JSON and outcomes leave as JSON; nothing
+golden is ever sent here.
+
+`run_on_node` is the Ray task an attempt is: Ray places it on a node with a free
+`tbx_attempt` unit (the node's capacity, a custom resource), and it hands the spec to
+that node's actor. Holding the unit while the actor works is what makes Ray, not tbx,
+the scheduler.
+
+Model API keys come as the actor's constructor argument (a mapping of the config's
+environment variable names to values) and are put into this process's environment, so
+they appear in no log, spec, result or Ray runtime-env record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.llm.config import ModelsConfig
+from bench.run.attempt import AttemptSpec
+from bench.run.executor import LocalExecutor
+from sandbox.labels import NODE_ENV
+
+RESOURCE = "tbx_attempt"  # a node's attempt slots (`ray start --resources '{"tbx_attempt": N}'`)
+NAMESPACE = "tbx"
+
+
+def actor_name(run_id: str, node_id: str) -> str:
+    return f"tbx-node-{run_id}-{node_id}"
+
+
+class NodeRunner:
+    """One node's attempts (see the module doc); async methods, many attempts at once."""
+
+    def __init__(
+        self, run_id: str, node_id: str, warm: int, config_json: str | None, secrets: dict[str, str]
+    ):
+        from sandbox import DockerProvider
+
+        os.environ.update(secrets)
+        os.environ[NODE_ENV] = node_id  # every container and network started here carries tbx.node
+        self.node_id = node_id
+        config = ModelsConfig.model_validate_json(config_json) if config_json else None
+        self.executor = LocalExecutor(DockerProvider(warm=warm), None, config)
+        self.running: set[asyncio.Task[Any]] = set()
+        self.done = 0
+        self.opened = False
+
+    async def start(self, run_id: str) -> dict[str, Any]:
+        """Sweep this node's orphans (a killed run's, a lost node's), resolve its images."""
+        await self.executor.start(run_id)
+        return {
+            "node": self.node_id,
+            "images": self.executor.images,
+            "digests": await self.executor.image_digests(),
+        }
+
+    def plan(self, budget: dict[str, int]) -> None:
+        self.executor.plan(budget)
+
+    async def open(self) -> None:
+        if not self.opened:
+            await self.executor.open()
+            self.opened = True
+
+    async def execute(self, spec_json: str) -> tuple[float, str]:
+        """(when it started here, wall clock; the outcome's JSON)."""
+        started = time.time()
+        spec = AttemptSpec.model_validate_json(spec_json)
+        task = asyncio.ensure_future(self.executor.execute(spec))
+        self.running.add(task)
+        try:
+            outcome = await task
+        finally:
+            self.running.discard(task)
+            self.done += 1
+        return started, outcome.model_dump_json()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "running": len(self.running),
+            "done": self.done,
+            "alive": self.executor.alive,
+            "warm": self.executor.warm,
+        }
+
+    async def close(self, run_id: str) -> dict[str, Any]:
+        """Stop the attempts still running here (a stopped driver) and remove every
+        container and network of the run on this node."""
+        for task in list(self.running):
+            task.cancel()
+        for task in list(self.running):
+            with contextlib.suppress(BaseException):
+                await task
+        await self.executor.close(run_id)
+        return self.stats()
+
+
+def run_on_node(run_id: str, spec_json: str) -> tuple[str, float, str]:
+    """One attempt, wherever Ray placed it: (node id, start time, outcome JSON)."""
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    actor = ray.get_actor(actor_name(run_id, node_id), namespace=NAMESPACE)
+    result: Any = ray.get(actor.execute.remote(spec_json))
+    return node_id, float(result[0]), str(result[1])
+
+
+def admitted_slots(dataset: str, domains: list[str] | None = None, model_agent: bool = False) -> int:
+    """The `tbx_attempt` slots this machine admits: the container sets that fit in its
+    available memory by the measured use of one set per domain (bench.run.admission,
+    cached per image build), for built-in agents at most one per core."""
+    from bench.dataset import load_benchmark
+    from bench.run.admission import set_usage
+    from sandbox.admission import available_memory, sets_that_fit
+    from sandbox.sandbox import resolve_images
+
+    bench = load_benchmark(Path(dataset), strict=False)
+    tasks = [t for t in bench.tasks if not domains or t.domain in domains]
+    usage = asyncio.run(set_usage(bench, tasks, resolve_images(True)))
+    fits = sets_that_fit(max(u.need_bytes for u in usage.values()), available_memory())
+    return int(fits if model_agent else min(fits, os.cpu_count() or 1))
+
+
+def main() -> None:
+    """`python -m bench.run.ray_node --dataset DIR [--domain D] [--model-agent]`: the slots to give
+    `ray start --resources '{"tbx_attempt": N}'` on this node."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--domain", action="append")
+    ap.add_argument("--model-agent", action="store_true", help="attempts wait on a model: memory-bound")
+    args = ap.parse_args()
+    print(admitted_slots(args.dataset, args.domain, args.model_agent))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The driver side of `tbx run --ray` that needs no cluster: the image check, which
+Ray errors mean a lost node, the connect refusal, the missing extra, the node line
+of the progress view (the cluster itself: tests/integration/test_ray_cluster.py)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.cli.progress import nodes_text, status_line
+from bench.run.attempt import AttemptOutcome
+from bench.run.ray_executor import ClusterError, _probe, _secrets, check_images, node_lost_reason
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = {"postgres": "sha256:aaa", "servers": "sha256:bbb"}
+
+
+def test_same_digests_on_every_node_pass() -> None:
+    check_images(DRIVER, {"n1": {"digests": dict(DRIVER)}, "n2": {"digests": dict(DRIVER)}})
+
+
+def test_another_build_or_a_missing_image_is_refused_naming_node_and_image() -> None:
+    nodes = {
+        "0123456789abcdef": {"digests": {**DRIVER, "servers": "sha256:ccc"}},
+        "fedcba9876543210": {"digests": {"postgres": "sha256:aaa"}},
+        "aaaaaaaaaaaa0000": {"digests": dict(DRIVER)},
+    }
+    with pytest.raises(ClusterError) as err:
+        check_images(DRIVER, nodes)
+    text = str(err.value)
+    assert "refusing to mix image builds" in text
+    assert "node 0123456789ab image servers: sha256:ccc (the driver has sha256:bbb)" in text
+    assert "node fedcba987654 image servers: missing" in text
+    assert "aaaaaaaaaaaa" not in text
+
+
+def test_ray_errors_of_a_dead_node_or_worker_are_node_lost() -> None:
+    ray = pytest.importorskip("ray")
+    exc = ray.exceptions
+    assert node_lost_reason(exc.WorkerCrashedError()) is not None
+    assert node_lost_reason(exc.NodeDiedError("node 12 died")).startswith("NodeDiedError: node 12 died")
+    assert node_lost_reason(exc.ActorDiedError()) is not None
+    # The attempt's task died of its actor: the cause is what counts.
+    wrapped = exc.RayTaskError("run_on_node", "tb", exc.ActorDiedError())
+    assert node_lost_reason(wrapped) is not None
+    assert node_lost_reason(exc.RayTaskError("run_on_node", "tb", ValueError("no actor"))) is None
+    assert node_lost_reason(ValueError("boom")) is None
+
+
+def test_an_address_nobody_listens_on_fails_fast() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = time.monotonic()
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{port} does not answer"):
+        _probe(f"127.0.0.1:{port}", 2.0)
+    assert time.monotonic() - t < 5
+    with pytest.raises(ClusterError, match="not auto or HOST:PORT"):
+        _probe("nonsense", 2.0)
+
+
+def test_without_ray_installed_the_run_says_how_to_get_it(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from bench.cli.main import main\n"
+        f"sys.argv = ['tbx', 'run', '--dataset', {str(REPO / 'bench/packs/demo')!r}, '--agent', 'oracle',"
+        f" '--repeat', '1', '--out', {str(tmp_path / 'out')!r}, '--ray', 'auto']\n"
+        "sys.exit(main())"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode != 0
+    assert "pip install 'tbx[ray]'" in r.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_keys_travel_by_the_config_names_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.llm.config import ModelsConfig
+
+    monkeypatch.setenv("TBX_TEST_AGENT_KEY", "sk-secret")
+    config = ModelsConfig.model_validate(
+        {
+            "agent": {"model": "m", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "TBX_TEST_AGENT_KEY"},
+            "judge": {"model": "j", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "TBX_TEST_JUDGE_KEY"},
+        }
+    )
+    assert _secrets(config) == {"TBX_TEST_AGENT_KEY": "sk-secret"}  # the judge stays on the driver
+    assert _secrets(None) == {}
+
+
+def test_the_node_travels_in_the_outcome_json() -> None:
+    o = AttemptOutcome(run_id="r", attempt_id="a", task_id="t", domain="retail", repeat=0, node="abc")
+    assert AttemptOutcome.model_validate_json(o.model_dump_json()).node == "abc"
+
+
+class _State:
+    total = 4
+    started = time.monotonic()
+    phase = "attempts"
+    warm_sandboxes = 0
+
+    @property
+    def nodes(self) -> dict[str, dict[str, int]] | None:
+        return {"bbbb": {"running": 1, "done": 2}, "aaaa": {"running": 0, "done": 1}}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"done": 3, "passed": 3, "failed": 0, "errors": 0, "retried": 1, "alive": 1}
+
+
+def test_progress_shows_attempts_per_node_and_nodes_alive() -> None:
+    assert nodes_text(_State()) == "nodes 2 alive: aaaa 0 running/1 done, bbbb 1 running/2 done"
+    assert status_line(_State()).endswith("nodes 2 alive: aaaa 0 running/1 done, bbbb 1 running/2 done")
+
+    class Local(_State):
+        @property
+        def nodes(self) -> dict[str, dict[str, int]] | None:
+            return None
+
+    assert nodes_text(Local()) is None
+    assert "nodes" not in status_line(Local())
