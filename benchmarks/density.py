@@ -251,22 +251,46 @@ def cold_one(template: SandboxRequest, run_id: str) -> dict[str, Any]:
     }
 
 
-def pooled(template: SandboxRequest, n: int, run_id: str, hold: float) -> list[dict[str, float]]:
-    async def go() -> list[dict[str, float]]:
-        out = []
-        async with SandboxPool(
-            template.domains, 2, typesense=template.typesense, run_id=run_id, images=template.images, budget=n
-        ) as pool:
-            await asyncio.sleep(6)  # both booted before the first checkout
+def pooled(template: SandboxRequest, n: int, run_id: str, hold: float) -> dict[str, list[dict[str, float]]]:
+    """n checkouts from each of two warm pools, interleaved: `plain` prepares (seed +
+    index) at checkout, `ahead` was told the checkouts to come (`SandboxPool.plan`) and
+    prepared its spares for them. Each checkout is timed once a spare is booted (the
+    wait for a boot the pool had not finished is not the checkout's own cost)."""
+
+    async def go() -> dict[str, list[dict[str, float]]]:
+        out: dict[str, list[dict[str, float]]] = {"plain": [], "ahead": []}
+        pools = {
+            name: SandboxPool(
+                template.domains,
+                2,
+                typesense=template.typesense,
+                run_id=run_id,
+                images=template.images,
+                budget=n,
+            )
+            for name in out
+        }
+        if hasattr(pools["ahead"], "plan"):
+            pools["ahead"].plan([lambda: template.prepare] * n)  # type: ignore[list-item,return-value]
+        else:
+            del out["ahead"], pools["ahead"]  # older code: no plan, the plain series only
+        for pool in pools.values():
+            await pool.__aenter__()
+        try:
             for _ in range(n):
-                t = time.perf_counter()
-                sb = await pool.acquire(template.prepare)
-                waited = time.perf_counter() - t
-                # prepare = seed + index of a booted set: the checkout itself, without any
-                # wait for a boot the pool had not finished (on a loaded machine it often has not).
-                out.append({"acquire": waited, "prepare": sb.handle.timings["prepared"]})
-                await asyncio.sleep(hold)  # the attempt; the pool boots the replacement meanwhile
-                await sb.__aexit__(None, None, None)
+                for name, pool in pools.items():
+                    while pool.booted < 1:
+                        await asyncio.sleep(0.05)
+                    t = time.perf_counter()
+                    sb = await pool.acquire(template.prepare)
+                    out[name].append(
+                        {"acquire": time.perf_counter() - t, "prepare": sb.handle.timings["prepared"]}
+                    )
+                    await asyncio.sleep(hold / len(pools))  # the attempt; the pool boots the next meanwhile
+                    await sb.__aexit__(None, None, None)
+        finally:
+            for pool in pools.values():
+                await pool.close()
         return out
 
     return asyncio.run(go())
@@ -318,6 +342,13 @@ def oracle(
     }
 
 
+def _errors(out: Path) -> list[dict[str, Any]]:
+    path = out / "errors.jsonl"
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
+
+
 def model_run(
     bench: Benchmark,
     tasks: list[Task],
@@ -327,6 +358,8 @@ def model_run(
     delay: float,
     root: Path,
     golden_servers: str,
+    repeat: int = 1,
+    time_limit: float | None = None,
 ) -> dict[str, Any]:
     """`tbx run`'s Coordinator with a model agent: the stub model (benchmarks/stub_model.py) answers
     every completion after `delay` s, playing the golden calls, then ends the attempt."""
@@ -343,7 +376,7 @@ def model_run(
     opts = runner_mod.RunOptions(
         out=out,
         agent="llm",
-        repeat=1,
+        repeat=repeat,
         concurrency=conc,
         warm=warm,
         golden_cache=root / "golden",
@@ -351,12 +384,31 @@ def model_run(
     )
     runner = runner_mod.Coordinator(bench, opts, config)
     in_flight: list[int] = []
+    holding: list[int] = []
+    lag: list[float] = []
+    boots_running: list[int] = []
+    teardowns: list[int] = []  # sets handed to the reaper and not removed yet
 
     async def go() -> None:
         async def sample() -> None:
+            # Event-loop lag: how late a 0.5 s sleep wakes (blocking work on the loop shows here).
             while True:
-                in_flight.append(runner.executor.alive)
+                t = time.perf_counter()
                 await asyncio.sleep(0.5)
+                lag.append((time.perf_counter() - t - 0.5) * 1000)
+                # Start no new attempt after the time limit (counted from the first attempt,
+                # after the golden states); those in flight finish and count.
+                attempts_began = runner.phase.startswith("attempts")
+                if time_limit and attempts_began and time.monotonic() - runner.started > time_limit:
+                    runner.stop()
+                provider = getattr(runner, "provider", None) or runner.executor.provider
+                in_flight.append(provider.alive)
+                holding.append(getattr(provider, "held", -1))
+                gate = getattr(provider, "boots", None)
+                boots_running.append(gate.running if gate is not None else -1)
+                reaper = getattr(provider, "reaper", None)
+                if reaper is not None:
+                    teardowns.append(reaper.pending)
 
         sampler = asyncio.create_task(sample())
         try:
@@ -366,10 +418,10 @@ def model_run(
 
     try:
         with running_images(images, golden_servers):
-            busy0, c0 = busy_cpu(), time.process_time()
+            busy0, c0, d0 = busy_cpu(), time.process_time(), daemon_cpu()
             asyncio.run(go())
             wall = time.monotonic() - runner.started
-            busy, cpu = busy_cpu() - busy0, time.process_time() - c0
+            busy, cpu, dcpu = busy_cpu() - busy0, time.process_time() - c0, daemon_cpu() - d0
     finally:
         stub.close()
     rows = read_rows(out / "results.jsonl")
@@ -387,13 +439,31 @@ def model_run(
         "passed": sum(r.passed for r in rows),
         "errors": sum(r.system_error for r in rows),
         "error_samples": [r.error for r in rows if r.system_error][:3],
+        # Tries that ended in a system error and were run again (the coordinator's retries).
+        "retried": [e.get("error", "")[:160] for e in _errors(out) if e.get("retried")],
         "per_min": len(rows) / wall * 60,
+        "wall_s": wall,
         "in_flight_max": max(in_flight, default=0),
         "in_flight_p50": statistics.median(in_flight) if in_flight else 0,
+        "holding_sandbox_max": max(holding, default=0),
+        "holding_sandbox_p50": statistics.median(holding) if holding else 0,
+        "boots_running_p50": statistics.median(boots_running) if boots_running else 0,
+        "teardowns_pending_max": max(teardowns, default=0),
+        "teardowns_pending_p50": statistics.median(teardowns) if teardowns else 0,
+        "loop_lag_ms_p50": statistics.median(lag) if lag else None,
+        "loop_lag_ms_p95": pct(lag, 95) if lag else None,
+        "loop_lag_ms_max": max(lag, default=0.0),
+        "phases_p50_p95": {
+            k: [statistics.median(v), pct(v, 95)]
+            for k in ("sandbox_start", "initial_dump", "agent", "final_dump", "teardown", "judge")
+            if (v := [r.timings[k] for r in rows if k in r.timings])
+        },
         "tool_latency_ms_p50": statistics.median(latencies) if latencies else None,
         "tool_latency_ms_p95": pct(latencies, 95) if latencies else None,
         "machine_cpu_per_attempt": busy / max(1, len(rows)),
         "tbx_cpu_per_attempt": cpu / max(1, len(rows)),
+        "daemons_cpu_per_attempt": dcpu / max(1, len(rows)),
+        "load_end": os.getloadavg()[0],
         "stub_unknown_queries": stub.unknown,
         "leftovers": len(c) + len(n),
     }
@@ -433,6 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-concurrency", type=int, nargs="+", default=[16])
     ap.add_argument("--model-tasks", type=int, default=50, help="retail tasks per model run")
     ap.add_argument("--model-delay", type=float, default=3.0)
+    ap.add_argument("--golden-cache", type=Path, default=None, help="model section: keep golden states here")
+    ap.add_argument(
+        "--model-time-limit", type=float, default=None, help="seconds after which no new attempt starts"
+    )
+    ap.add_argument("--model-repeat", type=int, default=1, help="repeats of each model task")
+    ap.add_argument("--model-warm", type=int, default=None, help="warm pool (default: concurrency / 4)")
     ap.add_argument("--variants", nargs="+", default=["baseline", "current"])
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
@@ -487,11 +563,13 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"cold {name}: {json.dumps(c)}")
         if "pool" in args.sections:
             for name in variants:
-                ws = pooled(templates[name], args.n, run_id, args.pool_hold)
-                result.setdefault("pool", {})[name] = p = {
-                    f"{k}_{q}": pct([w[k] for w in ws], q) for k in ("acquire", "prepare") for q in (50, 95)
-                }
-                log(f"pool {name}: {p}")
+                for kind, ws in pooled(templates[name], args.n, run_id, args.pool_hold).items():
+                    result.setdefault("pool", {}).setdefault(name, {})[kind] = p = {
+                        f"{k}_{q}": pct([w[k] for w in ws], q)
+                        for k in ("acquire", "prepare")
+                        for q in (50, 95)
+                    }
+                    log(f"pool {name} {kind}: {p}")
         if "oracle" in args.sections:
             tasks = [t for t in bench.tasks if t.domain == "retail"][: args.tasks]
             with tempfile.TemporaryDirectory(prefix="tbx-density-") as tmp:
@@ -520,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
             tasks = [t for t in bench.tasks if t.domain == "retail"][: args.model_tasks]
             with tempfile.TemporaryDirectory(prefix="tbx-density-model-") as tmp:
                 root = Path(tmp)
+                if args.golden_cache is not None:  # golden states kept between runs of the benchmark
+                    (root / "golden").symlink_to(args.golden_cache.resolve(), target_is_directory=True)
                 warm = runner_mod.Coordinator(
                     bench,
                     runner_mod.RunOptions(out=root / "w", golden_cache=root / "golden", skip_rubrics=True),
@@ -534,10 +614,12 @@ def main(argv: list[str] | None = None) -> int:
                                 tasks,
                                 images,
                                 conc,
-                                max(2, conc // 4),
+                                args.model_warm if args.model_warm is not None else max(2, conc // 4),
                                 args.model_delay,
                                 root,
                                 golden_images["servers"],
+                                repeat=args.model_repeat,
+                                time_limit=args.model_time_limit,
                             )
                         )
                         log(f"model {name} c{conc}: {mo}")

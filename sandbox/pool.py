@@ -4,11 +4,23 @@ Booting (network, containers, services answering) is most of an attempt's
 start-up and involves nothing task-specific, so the pool does it in the
 background; `acquire(prepare)` then only seeds PostgreSQL and indexes
 documents (through the caller's `sandbox.preparer.Preparer`).
+
+When the caller knows what is coming (`plan(upcoming)`: the preparers of the
+next checkouts, in order, as `tbx run`'s coordinator does), the pool also
+*prepares* each sandbox ahead, for one specific upcoming checkout, and
+`acquire(prepare)` is only a hand-over of the sandbox prepared with an equal
+preparer (equal `fingerprint()`: the same rows, documents and settings, so the
+same canonical state). A checkout nobody planned for, or one whose planned
+sandbox failed, boots its own as before.
+
 A pooled sandbox is never reused: after its attempt it is torn down like any
-other, so isolation is exactly that of a cold start.
+other, so isolation is exactly that of a cold start. Boots run through a
+`sandbox.boots.BootGate` (a bound on boots in flight; queued, never timed out
+while waiting).
 
     async with SandboxPool(["retail"], size=2) as pool:
-        async with await pool.acquire(preparer) as sb:
+        pool.plan([lambda: preparer_a, lambda: preparer_b])   # optional
+        async with await pool.acquire(preparer_a) as sb:
             ...
 """
 
@@ -17,13 +29,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import Callable, Iterable
 
+from sandbox.boots import BootGate
+from sandbox.errors import SandboxError
 from sandbox.labels import new_id
-from sandbox.preparer import Preparer
+from sandbox.preparer import Preparer, fingerprint
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 
 log = logging.getLogger(__name__)
+
+Key = str | None  # a preparer's fingerprint; None: booted only, prepared at checkout
 
 
 class SandboxPool:
@@ -39,6 +57,7 @@ class SandboxPool:
         start_timeout: float = 60.0,
         budget: int | None = None,
         fail_fast: bool = True,
+        boots: BootGate | None = None,
     ):
         self.domains = list(domains)
         self.size = max(1, size)
@@ -56,32 +75,98 @@ class SandboxPool:
         # receives the failure raises, and booting goes on (a long benchmark run
         # should lose one attempt to a transient Docker error, not a domain).
         self.fail_fast = fail_fast
-        self._ready: asyncio.Queue[Sandbox | BaseException] = asyncio.Queue()
+        self._failed: BaseException | None = None
+        # Shared by the pools of one provider (one bound for the machine); else the pool's own.
+        self._own_gate = boots is None
+        self.boots = boots or BootGate()
+        # Per key, the results of boots not yet claimed by an acquire, and how many
+        # boots are owed to nobody yet (spawned for the key, not claimed).
+        self._ready: dict[Key, asyncio.Queue[Sandbox | BaseException]] = {}
+        self._owed: dict[Key, int] = {}
+        # The preparers of the checkouts to come, not booted for yet (None: no plan).
+        self._plan: deque[Callable[[], Preparer]] | None = None
         self._booting: set[asyncio.Task[None]] = set()
+        self._resolving: set[asyncio.Future[None]] = set()  # planned boots whose key is being computed
         self._closed = False
-        self._booted = 0  # booted sandboxes in _ready (failures excluded)
-        self._waiters = 0  # acquire() calls waiting for an item
+        self._entered = False
+        self._booted = 0  # booted sandboxes waiting in _ready (failures excluded)
         self.last_error: BaseException | None = None  # the latest boot failure, None after a good boot
 
     async def __aenter__(self) -> SandboxPool:
         if self.images is None:
             self.images = await asyncio.to_thread(resolve_images, self.typesense)
-        for _ in range(self.size if self.budget is None else min(self.size, self.budget)):
-            self._spawn()
+        self._entered = True
+        self._fill()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _spawn(self, *, beyond_budget: bool = False) -> None:
-        if self._closed or (not beyond_budget and self.budget is not None and self._spawned >= self.budget):
-            return
+    # ---- what is booted ahead
+    def plan(self, upcoming: Iterable[Callable[[], Preparer]]) -> None:
+        """The preparers of the next checkouts, in the order they will come (each a
+        zero-argument callable, called in a worker thread when its boot is spawned).
+        Spare sandboxes are then booted *and prepared* for them (call it before
+        `__aenter__`, or spares booted until then are plain ones)."""
+        self._plan = deque(upcoming)
+        if self._entered:
+            self._fill()
+
+    def _fill(self) -> None:
+        """Keep `size` sandboxes ahead (within the budget and the plan)."""
+        while not self._closed and self.spare < self.size and self._spawn_next():
+            pass
+
+    def _spawn_next(self) -> bool:
+        if self._plan is None:
+            return self._spawn(None, None)
+        if not self._plan:
+            return False
+        self._spawn_planned(self._plan.popleft())
+        return True
+
+    def _spawn(self, key: Key, prepare: Preparer | None, *, beyond_budget: bool = False) -> bool:
+        """Boot one sandbox for `key`: None booted only, else prepared with `prepare`."""
+        over = self.budget is not None and self._spawned >= self.budget
+        if self._closed or (over and prepare is None and not beyond_budget):
+            return False
         self._spawned += 1
-        task = asyncio.create_task(self._boot_one())
+        self._owe(key)
+        self._track(asyncio.create_task(self._boot_one(key, prepare)))
+        return True
+
+    def _spawn_planned(self, factory: Callable[[], Preparer]) -> None:
+        """Boot one sandbox for the next planned checkout: its preparer (and so its key)
+        is built off the event loop first; an acquire meanwhile waits for it (`_resolving`)."""
+        self._spawned += 1
+        resolved = asyncio.get_running_loop().create_future()
+        self._resolving.add(resolved)
+
+        async def go() -> None:
+            try:
+                preparer, key = await asyncio.to_thread(lambda: (p := factory(), fingerprint(p)))
+            except Exception as exc:
+                # Nobody waits on a plan entry whose key was never known: its checkout
+                # boots its own (and meets the same error there, as a system error).
+                log.warning("preparing a sandbox ahead failed (its checkout boots its own): %s", exc)
+                return
+            finally:
+                self._resolving.discard(resolved)
+                resolved.set_result(None)
+            self._owe(key)
+            await self._boot_one(key, preparer)
+
+        self._track(asyncio.create_task(go()))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._booting.add(task)
         task.add_done_callback(self._booting.discard)
 
-    async def _boot_one(self) -> None:
+    def _owe(self, key: Key) -> None:
+        self._owed[key] = self._owed.get(key, 0) + 1
+        self._ready.setdefault(key, asyncio.Queue())
+
+    async def _boot_one(self, key: Key, prepare: Preparer | None) -> None:
         request = SandboxRequest(
             domains=self.domains,
             typesense=self.typesense,
@@ -89,60 +174,78 @@ class SandboxPool:
             limits=self.limits,
             images=self.images,
             start_timeout=self.start_timeout,
+            prepare=prepare,
         )
         sb = Sandbox(request)
+
+        def boot() -> None:
+            sb.boot()
+            if prepare is not None:
+                sb.handle = sb.prepare()
+
         try:
-            await asyncio.to_thread(sb.boot)
+            await self.boots.run(boot)
         except BaseException as exc:
             # A failing clean-up must not swallow the boot error: an acquirer waits for it.
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.to_thread(sb.close))
             # The error surfaces to whoever acquires next, instead of vanishing in a task.
             self.last_error = exc
-            await self._ready.put(exc)
+            await self._ready[key].put(exc)
             return
         if self._closed:
             await asyncio.to_thread(sb.close)
             return
         self.last_error = None
         self._booted += 1
-        await self._ready.put(sb)
+        await self._ready[key].put(sb)
 
+    # ---- hand-over
     async def acquire(self, prepare: Preparer | None = None) -> AsyncSandbox:
         """A booted sandbox, prepared for this attempt by `prepare` (None: empty
-        schemas, no documents). A replacement starts booting at once."""
-        if self._waiters >= self.spare:
-            # Nothing booted or booting is left for this caller: a retried attempt asks for
-            # one more sandbox than the budget planned, or a failed boot was not replaced.
-            self._spawn(beyond_budget=True)
-        self._waiters += 1
-        try:
-            item = await self._ready.get()
-        finally:
-            self._waiters -= 1
+        schemas, no documents): one prepared ahead with an equal preparer if there
+        is one (a hand-over), else a booted one prepared now. A replacement starts
+        booting at once."""
+        if self._failed is not None:
+            raise self._failed
+        key = fingerprint(prepare) if prepare is not None and self._plan is not None else None
+        while key is not None and self._owed.get(key, 0) == 0 and self._resolving:
+            await asyncio.wait(set(self._resolving))  # a planned boot for it may be about to say so
+        # No spare left for it: this acquire waits for a boot of its own (for a key,
+        # prepared in the boot: nobody planned this checkout).
+        # (Beyond the budget: a retried attempt asks for one more than the run planned.)
+        if self._owed.get(key, 0) == 0 and not self._spawn(
+            key, prepare if key is not None else None, beyond_budget=True
+        ):
+            raise SandboxError("the pool is closed")
+        self._owed[key] -= 1
+        item = await self._ready[key].get()
         if isinstance(item, BaseException):
             if self.fail_fast:
-                # Put it back so every waiter sees the failure, and stop booting more.
+                # Every waiter sees the failure (each puts it back), and no more boots start.
+                self._failed = item
                 self._closed = True
-                self._ready.put_nowait(item)
+                for queue in self._ready.values():
+                    queue.put_nowait(item)
             else:
-                self._spawn()
+                self._fill()
             raise item
-        self._spawn()
         self._booted -= 1
+        self._fill()
         sb = item
-        sb.request = sb.request.model_copy(update={"prepare": prepare})
-        try:
-            sb.handle = await asyncio.to_thread(sb.prepare)
-        except BaseException:
-            await asyncio.shield(asyncio.to_thread(sb.close))
-            raise
+        if key is None:
+            sb.request = sb.request.model_copy(update={"prepare": prepare})
+            try:
+                sb.handle = await asyncio.to_thread(sb.prepare)
+            except BaseException:
+                await asyncio.shield(asyncio.to_thread(sb.close))
+                raise
         return AsyncSandbox.adopt(sb)
 
     @property
     def spare(self) -> int:
         """Sandboxes booting or booted that no attempt holds yet."""
-        return len(self._booting) + self._ready.qsize()
+        return sum(self._owed.values()) + len(self._resolving)
 
     @property
     def booted(self) -> int:
@@ -152,19 +255,28 @@ class SandboxPool:
     async def flush(self) -> int:
         """Discard what waits in the pool and boot replacements: after the daemon was
         restarted, sandboxes booted before are stopped and boots during it failed.
-        Returns how many were discarded."""
-        stale: list[Sandbox | BaseException] = []
-        while not self._ready.empty():
-            stale.append(self._ready.get_nowait())
-        for item in stale:
+        Returns how many were discarded. (A failed boot prepared for a planned checkout
+        stays: its checkout gets the error and its retry boots its own.)"""
+        stale: list[tuple[Key, Sandbox | BaseException]] = []
+        for key, queue in self._ready.items():
+            while not queue.empty():
+                stale.append((key, queue.get_nowait()))
+        for _, item in stale:
             if isinstance(item, Sandbox):
                 self._booted -= 1
                 with contextlib.suppress(Exception):  # what stays is labelled: the run's sweep takes it
                     await asyncio.to_thread(item.close)
         self.last_error = None
-        for _ in stale:
-            self._spawn(beyond_budget=True)
-        return len(stale)
+        discarded = 0
+        for key, item in stale:
+            prepare = item.request.prepare if isinstance(item, Sandbox) else None
+            if key is not None and prepare is None:
+                self._ready[key].put_nowait(item)
+                continue
+            discarded += 1
+            self._owed[key] -= 1  # the replacement is owed instead
+            self._spawn(key, prepare, beyond_budget=True)
+        return discarded
 
     async def close(self) -> None:
         self._closed = True
@@ -172,8 +284,11 @@ class SandboxPool:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*self._booting, return_exceptions=True)
-        while not self._ready.empty():
-            item = self._ready.get_nowait()
-            if isinstance(item, Sandbox):
-                self._booted -= 1
-                await asyncio.to_thread(item.close)
+        for queue in self._ready.values():
+            while not queue.empty():
+                item = queue.get_nowait()
+                if isinstance(item, Sandbox):
+                    self._booted -= 1
+                    await asyncio.to_thread(item.close)
+        if self._own_gate:
+            self.boots.close()

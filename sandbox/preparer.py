@@ -36,3 +36,11 @@ class Preparer(Protocol):
     def index(self, typesense: TypesenseEndpoint) -> bool:
         """Index the attempt's documents into `typesense.collection`; False when
         there are none (the collection is then never created)."""
+
+    def fingerprint(self) -> str:
+        """Equal for two preparers that put exactly the same rows, documents and
+        settings in place (a pool hands a sandbox prepared ahead only to an equal one)."""
+
+
+def fingerprint(prepare: Preparer) -> str:
+    return prepare.fingerprint()

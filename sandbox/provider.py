@@ -5,7 +5,8 @@ sample_cleanup / task_cleanup / cli_cleanup):
 
     provider = DockerProvider(warm=2)
     await provider.start(run_id)              # once per run: images resolved, stale leftovers swept
-    provider.plan({"retail": 40})             # optional: how many checkouts each domain will see
+    provider.plan({"retail": 40}, upcoming)   # optional: how many checkouts each domain will see,
+                                              # and (upcoming) their preparers in order
     session = await provider.checkout(req)    # boot (or take a booted one from the pool) + prepare
     try:
         session.servers["retail"]             # MCP endpoint of the attempt's server
@@ -26,15 +27,24 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
+from sandbox.boots import BootGate
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
+from sandbox.preparer import Preparer
 from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import remove_stopped, sweep
 from sandbox.teardown import Reaper
+
+
+class Upcoming(NamedTuple):
+    """One checkout to come: its domains and its preparer (built when needed, off the event loop)."""
+
+    domains: list[str]
+    preparer: Callable[[], Preparer]
 
 
 class SandboxSession(Protocol):
@@ -69,13 +79,20 @@ class SandboxProvider(abc.ABC):
 
     def __init__(self) -> None:
         self.images = {}
-        self.alive = 0  # sessions checked out and not closed yet
+        self.alive = 0  # checkouts begun and not closed yet (waiting for a sandbox, or holding one)
+        self.held = 0  # of those, the ones holding their sandbox
 
     async def start(self, run_id: str) -> None:  # noqa: B027 - optional hook
         """Once per run, before the first checkout."""
 
-    def plan(self, attempts_per_domain: Mapping[str, int]) -> None:  # noqa: B027 - optional hook
-        """How many checkouts each domain will see (a pool stops booting there)."""
+    def plan(  # noqa: B027 - optional hook
+        self,
+        attempts_per_domain: Mapping[str, int],
+        upcoming: Sequence[Upcoming] | None = None,
+    ) -> None:
+        """How many checkouts each domain will see (a pool stops booting there) and,
+        when known, what each will be prepared with, in checkout order (a pool then
+        prepares its spares ahead for them, and the checkout is a hand-over)."""
 
     @property
     def warm(self) -> int:
@@ -124,6 +141,7 @@ class _Counted:
         self._session = session
         self._provider = provider
         self._closed = False
+        provider.held += 1
 
     @property
     def servers(self) -> Mapping[str, str]:
@@ -147,6 +165,7 @@ class _Counted:
             await self._session.close()
         finally:
             self._provider.alive -= 1
+            self._provider.held -= 1
 
 
 class DockerSession:
@@ -204,6 +223,9 @@ class DockerProvider(SandboxProvider):
         self.run_id: str | None = None
         self.pools: dict[str, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
+        self.upcoming: dict[str, list[Callable[[], Preparer]]] = {}
+        # One bound on boots in flight for every pool and cold start (sandbox.boots).
+        self.boots: BootGate | None = None
         # Teardown off the attempt's critical path, a bounded number at once (sandbox.teardown).
         self.reaper: Reaper | None = None
 
@@ -213,9 +235,15 @@ class DockerProvider(SandboxProvider):
         await asyncio.to_thread(sweep, None, self.stale_after, True)
         self.images = await asyncio.to_thread(resolve_images, True)
         self.reaper = Reaper()
+        self.boots = BootGate()
 
-    def plan(self, attempts_per_domain: Mapping[str, int]) -> None:
+    def plan(
+        self, attempts_per_domain: Mapping[str, int], upcoming: Sequence[Upcoming] | None = None
+    ) -> None:
         self.budgets = dict(attempts_per_domain)
+        self.upcoming = {}
+        for item in upcoming or ():
+            self.upcoming.setdefault(",".join(item.domains), []).append(item.preparer)
 
     @property
     def warm(self) -> int:
@@ -227,7 +255,10 @@ class DockerProvider(SandboxProvider):
     async def boot(self, request: SandboxRequest) -> Sandbox:
         sb = Sandbox(request)
         try:
-            await asyncio.to_thread(sb.boot)
+            if self.boots is not None:
+                await self.boots.run(sb.boot)
+            else:
+                await asyncio.to_thread(sb.boot)
         except BaseException:
             await asyncio.shield(asyncio.to_thread(sb.close))
             raise
@@ -270,8 +301,11 @@ class DockerProvider(SandboxProvider):
                 images=request.images or self.images or None,
                 budget=self.budgets.get(key),
                 fail_fast=False,
+                boots=self.boots,
             )
             self.pools[key] = pool
+            if key in self.upcoming:
+                pool.plan(self.upcoming[key])
             await pool.__aenter__()
         return pool
 
@@ -292,6 +326,9 @@ class DockerProvider(SandboxProvider):
         pools, self.pools = list(self.pools.values()), {}
         for pool in pools:
             await pool.close()
+        if self.boots is not None:
+            self.boots.close()
+            self.boots = None
         if self.reaper is not None:  # every set handed over is removed before the run ends
             reaper, self.reaper = self.reaper, None
             try:

@@ -21,6 +21,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +46,8 @@ from bench.run.recording import error_message, write_graded, write_retried_error
 from bench.run.retries import RetryPolicy
 from judge import AttemptRecord
 from sandbox import DockerProvider, Limits, SandboxProvider, new_id
+from sandbox.preparer import Preparer
+from sandbox.provider import Upcoming
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +161,8 @@ class Coordinator:
         self.started = time.monotonic()
         self.phase = "starting"
         self._stopping = False
+        self._preparations: dict[str, Preparer] = {}
+        self._preparations_lock = threading.Lock()
         # (task id, repeat) -> the messages of its tries that failed and were retried
         self._tries: dict[tuple[str, int], list[str]] = {}
         # System errors by cause (bench.run.causes): the attempts' final ones, the retried tries.
@@ -217,6 +222,22 @@ class Coordinator:
             policy_search=self.opts.policy_search,
         )
 
+    def _preparation(self, task: Task) -> Preparer:
+        """What the attempts of `task` are prepared with (any repeat: the same rows and
+        documents), for the pool to prepare sandboxes ahead; recent ones are kept,
+        since the repeats of a task come one after another."""
+        with self._preparations_lock:
+            cached = self._preparations.get(task.id)
+        if cached is None:
+            request = self.spec_for(task, 0, "planned").sandbox_request()
+            assert request.prepare is not None
+            cached = request.prepare
+            with self._preparations_lock:
+                self._preparations[task.id] = cached
+                while len(self._preparations) > 8:
+                    self._preparations.pop(next(iter(self._preparations)))
+        return cached
+
     async def _open_output(self) -> None:
         """Lock, repair, and write the manifest (or set a superseded run aside)."""
         self.output.lock()
@@ -272,7 +293,9 @@ class Coordinator:
         budget: dict[str, int] = {}
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
-        self.executor.plan(budget)
+        self.executor.plan(
+            budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
+        )
         sem = asyncio.Semaphore(self.opts.concurrency)
         await self.executor.open()
 

@@ -11,6 +11,7 @@ crosses this seam.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from bench.run.attempt import AttemptOutcome, AttemptSpec, execute_attempt
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from bench.llm.config import ModelsConfig
     from bench.rollout.agent_loop import AgentClients
     from sandbox import ProxyServer, SandboxProvider
+    from sandbox.provider import Upcoming
 
 __all__ = ["AttemptExecutor", "LocalExecutor"]
 
@@ -37,8 +39,10 @@ class AttemptExecutor(Protocol):
     async def image_digests(self) -> dict[str, str]:
         """Image role -> content digest (recorded in the manifest)."""
 
-    def plan(self, budget: dict[str, int]) -> None:
-        """Attempts still to run per domain (warm pools size themselves from it)."""
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
+        """Attempts still to run per domain (warm pools size themselves from it) and,
+        in the order they will start, what each will be prepared with (a warm pool
+        prepares its spares ahead for them; an executor may ignore it)."""
 
     async def open(self) -> None:
         """Ready to execute (proxy up, model clients made)."""
@@ -87,8 +91,8 @@ class LocalExecutor:
     async def image_digests(self) -> dict[str, str]:
         return await self.provider.image_digests()
 
-    def plan(self, budget: dict[str, int]) -> None:
-        self.provider.plan(budget)
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
+        self.provider.plan(budget, upcoming)
 
     async def open(self) -> None:
         from bench.rollout.agent_loop import AgentClients

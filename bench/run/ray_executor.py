@@ -32,7 +32,10 @@ from bench.run.errors import RunError
 from bench.run.ray_node import NAMESPACE, RESOURCE, NodeRunner, actor_name, run_on_node
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from bench.llm.config import ModelsConfig
+    from sandbox.provider import Upcoming
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +258,10 @@ class RayExecutor:
     async def image_digests(self) -> dict[str, str]:
         return dict(self._digests)
 
-    def plan(self, budget: dict[str, int]) -> None:
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
         # Each node's warm pool boots for its share of the attempts, not all of them.
+        # (`upcoming` is not passed on: which node takes which attempt is Ray's choice,
+        # so a node cannot prepare ahead for a specific one; its pool boots plain spares.)
         share = {d: math.ceil(n / max(1, len(self.actors))) for d, n in budget.items()}
         for a in self.actors.values():
             a.plan.remote(share)

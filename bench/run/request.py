@@ -8,6 +8,7 @@ the request and fill the attempt's schemas and search index (a
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -34,6 +35,10 @@ class TaskPreparation(BaseModel):
     sources: list[dict[str, Any]] = Field(default_factory=list)
     # hybrid: documents indexed with their embeddings (vector + keyword search); keyword: no vectors
     policy_search: Literal["hybrid", "keyword"] = "hybrid"
+
+    def fingerprint(self) -> str:
+        # Everything seed() and index() read: equal digests, equal canonical state.
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
     def check(self, domains: Sequence[str]) -> None:
         """Reject seed rows the database would silently lose: tables the domain does not

@@ -80,6 +80,45 @@ def test_a_failing_clean_up_does_not_swallow_the_boot_error() -> None:
     assert FakeSandbox.closed >= 1  # the failed boot's clean-up was attempted
 
 
+class FakePreparer:
+    def __init__(self, name: str):
+        self.name = name
+
+    def check(self, domains: Any) -> None: ...
+
+    def seed(self, conn: Any, domain: str, tool_role: str) -> None: ...
+
+    def index(self, typesense: Any) -> bool:
+        return False
+
+    def fingerprint(self) -> str:
+        return self.name
+
+
+def test_a_planned_checkout_gets_the_sandbox_prepared_for_its_preparer() -> None:
+    a, b = FakePreparer("a"), FakePreparer("b")
+
+    async def go() -> None:
+        pool = SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False)
+        pool.plan([lambda: a, lambda: b, lambda: a])
+        async with pool:
+            await _settle(pool)
+            assert pool.booted == 2 and pool.spare == 2
+            # An equal preparer (another object, same fingerprint) gets the one prepared for "b".
+            got_b = await pool.acquire(FakePreparer("b"))
+            assert got_b.sandbox.request.prepare is b
+            await _settle(pool)  # the plan's third entry was booted as the replacement
+            assert pool.spare == 2
+            got_a = [await pool.acquire(a), await pool.acquire(a)]
+            assert all(s.sandbox.request.prepare is a for s in got_a)
+            assert got_a[0].sandbox is not got_a[1].sandbox
+            assert pool.spare == 0  # the plan is used up: nothing more is booted ahead
+            # Nobody planned "c": it gets a boot of its own, prepared with its preparer.
+            c = FakePreparer("c")
+            got_c = await asyncio.wait_for(pool.acquire(c), 5)
+            assert got_c.sandbox.request.prepare is c
+
+
 def test_a_retry_beyond_the_budget_still_gets_a_sandbox() -> None:
     """The budget is the planned attempts; a retried one asks for one more, which must
     boot rather than leave that acquire waiting for ever."""
@@ -94,6 +133,22 @@ def test_a_retry_beyond_the_budget_still_gets_a_sandbox() -> None:
             assert pool.spare == 0  # and nothing booted beyond what was asked for
 
     asyncio.run(go())
+
+
+def test_a_failed_planned_boot_reaches_the_checkout_it_was_for() -> None:
+    FakeSandbox.fail_boot = True
+    a = FakePreparer("a")
+
+    async def go() -> None:
+        pool = SandboxPool(["retail"], size=1, images={"servers": "x"}, fail_fast=False)
+        pool.plan([lambda: a])
+        async with pool:
+            await _settle(pool)
+            with pytest.raises(RuntimeError, match="no such image"):
+                await asyncio.wait_for(pool.acquire(a), 5)
+            FakeSandbox.fail_boot = False
+            again = await asyncio.wait_for(pool.acquire(a), 5)  # its retry boots its own
+            assert again.sandbox.request.prepare is a
 
 
 def test_flush_discards_what_waits_and_boots_replacements() -> None:
