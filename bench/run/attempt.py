@@ -192,6 +192,12 @@ class AttemptOutcome(BaseModel):
     def final_message(self) -> str:
         return self.trajectory.final_message if self.trajectory is not None else ""
 
+    @classmethod
+    def of(cls, spec: AttemptSpec, **fields: Any) -> AttemptOutcome:
+        """The outcome of `spec`'s attempt (its ids), with `fields` filled in."""
+        ids = {k: getattr(spec, k) for k in ("run_id", "attempt_id", "task_id", "domain", "repeat")}
+        return cls(**ids, **fields)
+
 
 def _views(calls: list[ProxyCall]) -> list[ToolCallView]:
     return [ToolCallView.from_reply(c.tool, c.arguments, c.result, c.is_error, c.latency_ms) for c in calls]
@@ -232,13 +238,7 @@ async def execute_attempt(
     """Run one attempt (see the module doc). `bench`: the dataset already loaded
     in this process (else read from `spec.dataset` and checked against its hash);
     `clients`: model clients shared between attempts."""
-    outcome = AttemptOutcome(
-        run_id=spec.run_id,
-        attempt_id=spec.attempt_id,
-        task_id=spec.task_id,
-        domain=spec.domain,
-        repeat=spec.repeat,
-    )
+    outcome = AttemptOutcome.of(spec)
     timings = outcome.timings
     try:
         if bench is None:

@@ -299,14 +299,7 @@ class RayExecutor:
         else:
             cause = getattr(exc, "cause", None) or exc
             failure = AttemptFailure(kind=type(cause).__name__, message=str(cause)[:2000])
-        return AttemptOutcome(
-            run_id=spec.run_id,
-            attempt_id=spec.attempt_id,
-            task_id=spec.task_id,
-            domain=spec.domain,
-            repeat=spec.repeat,
-            system_error=failure,
-        )
+        return AttemptOutcome.of(spec, system_error=failure)
 
     async def ping(self) -> None:
         """Each node has its own daemon: a node whose daemon restarts fails its own
