@@ -83,8 +83,8 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--ray",
         metavar="auto|ADDRESS",
-        help="run the attempts on a Ray cluster's nodes (HOST:PORT of the head, or auto); "
-        "needs the ray extra (pip install 'tbx[ray]'); docs/scale-out.md",
+        help="run the attempts on a Ray cluster's nodes (HOST:PORT of the head, or auto; "
+        "or `ray:` in the --config file); needs the ray extra (pip install 'tbx[ray]'); docs/scale-out.md",
     )
     run.set_defaults(fn=run_command)
 
@@ -149,6 +149,7 @@ def run_command(args: argparse.Namespace) -> int:
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
     executor = None
+    args.ray = args.ray or (config.ray if config is not None else None)
     if args.ray:
         # Connected before anything starts: a dead address or a missing extra fails here.
         from bench.run.ray_executor import RayExecutor, cluster_slots, connect

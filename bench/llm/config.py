@@ -112,6 +112,9 @@ class ModelsConfig(BaseModel):
     user: RoleConfig | None = None
     judge: RoleConfig | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
+    # Where `tbx run` executes the attempts: a Ray cluster (auto | HOST:PORT); `--ray`
+    # wins. Not part of public_dict (the bundle): the same run may resume elsewhere.
+    ray: str | None = Field(default=None, min_length=1)
 
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:

@@ -123,3 +123,23 @@ def test_progress_shows_attempts_per_node_and_nodes_alive() -> None:
 
     assert nodes_text(Local()) is None
     assert "nodes" not in status_line(Local())
+
+
+def test_the_config_file_can_name_the_cluster_and_it_stays_out_of_the_bundle(tmp_path: Path) -> None:
+    from bench.llm.config import parse_models_config
+
+    cfg = parse_models_config({"ray": "auto", "agent": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}})
+    assert cfg.ray == "auto" and "ray" not in cfg.public_dict()  # resuming on another cluster is the same run
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "models.yaml"
+    config.write_text(f"ray: 127.0.0.1:{port}\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "run", "--dataset", str(REPO / "bench/packs/demo"), "--agent",
+         "oracle", "--repeat", "1", "--config", str(config), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert f"127.0.0.1:{port} does not answer" in r.stderr  # the config's address was the one tried
+    assert not (tmp_path / "out" / "manifest.json").exists()
