@@ -8,3 +8,7 @@ llm/      model endpoint config and client
 report/   metrics, markdown and HTML reports
 cli/      the `tbx` command line, one module per command
 """
+
+from bench.threadsafe_ast import install as _install_threadsafe_ast
+
+_install_threadsafe_ast()

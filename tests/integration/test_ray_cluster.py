@@ -102,7 +102,10 @@ def run_args(out: Path, golden: Path, tasks: list[str], repeat: int, *extra: str
 
 def containers(**labels: str) -> list[str]:
     filters = [f"{k}={v}" for k, v in labels.items()]
-    return [c.name for c in docker_client().containers.list(all=True, filters={"label": filters})]
+    # ignore_removed: a container removed between the listing and its inspection (the
+    # run tearing down) is simply not there.
+    listed = docker_client().containers.list(all=True, filters={"label": filters}, ignore_removed=True)
+    return [c.name for c in listed]
 
 
 def verdicts(out: Path) -> dict[tuple[str, int], tuple[Any, ...]]:

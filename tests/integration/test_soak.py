@@ -48,5 +48,10 @@ def test_ci_soak_every_attempt_once_kills_retried_nothing_left(tmp_path: Path) -
     assert details["oracle_rows"] == 12 and details["chaos_rows"] == 12  # 4 tasks x 3 repeats each
     # The kills landed on attempts in flight: their tries were system errors, retried.
     assert summary["kills"] == 2 and details["killed_retried"] >= 1, details
-    assert details["killed_retried"] + details["killed_out_of_retries"] + details["killed_after_end"] == 2
+    # Per try killed (two kills may strike two containers of one try): each accounted for.
+    assert 1 <= details["killed"] <= 2
+    assert (
+        details["killed_retried"] + details["killed_out_of_retries"] + details["killed_after_end"]
+        == details["killed"]
+    )
     assert details["retried_tries"] >= details["killed_retried"]
