@@ -27,6 +27,11 @@ def _timings(timings: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in timings.items()}
 
 
+def _retry_fields(retried: list[str] | None) -> dict[str, object]:
+    """A row's record of the earlier tries of its (task, repeat) that were retried."""
+    return {"retries": len(retried or []), "retried_errors": list(retried or [])}
+
+
 def write_graded(
     output: RunOutput,
     task: Task,
@@ -67,8 +72,7 @@ def write_graded(
             "strict_match": verdict.strict,
             "differences": len(verdict.differences),
             "rubrics_skipped": graded.rubrics_skipped,
-            "retries": len(retried or []),
-            "retried_errors": list(retried or []),
+            **_retry_fields(retried),
             **({"node": outcome.node} if outcome.node else {}),
         }
     )
@@ -100,8 +104,7 @@ def write_system_error(
             "finish_reason": traj.finish_reason if traj else None,
             "timings": _timings(timings),
             "attempt_id": record.attempt_id,
-            "retries": len(retried or []),
-            "retried_errors": list(retried or []),
+            **_retry_fields(retried),
         }
     )
     output.append(output.results, row.to_json_line())
