@@ -26,6 +26,11 @@ same machine; on a shared machine compare ratios and CPU seconds, not wall.
   (fixed delay per completion), attempts/min, attempts in flight, tool-call
   latency through the proxy (current images only by default).
 
+Variants (`--variants`): baseline (the --baseline tags), current (this checkout's
+images), fuse (this checkout's images with sandbox.runtime_volumes off: every
+file read through the storage driver, as before). baseline and fuse run with
+TBX_RUNTIME_VOLUMES=0.
+
     python benchmarks/density.py --baseline postgres=...,servers=...,typesense=... \
         [--sections memory hold cold pool oracle] [-n 8] [--hold 10] [--tasks 20] [--json]
 """
@@ -59,6 +64,7 @@ from bench.run import coordinator as runner_mod
 from bench.run.request import sandbox_request
 from bench.run.results import read_rows
 from sandbox import labels as lbl
+from sandbox import runtime_volumes
 from sandbox.admission import MIB, available_memory, measure_set
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError
@@ -472,6 +478,21 @@ def model_run(
 # ---- main ---------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def variant_env(name: str) -> Iterator[None]:
+    """The `fuse` variant: this checkout's images with their code read through the
+    storage driver, as before sandbox.runtime_volumes."""
+    before = os.environ.get(runtime_volumes.ENABLE_ENV)
+    os.environ[runtime_volumes.ENABLE_ENV] = "0" if name in ("fuse", "baseline") else "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(runtime_volumes.ENABLE_ENV, None)
+        else:
+            os.environ[runtime_volumes.ENABLE_ENV] = before
+
+
 def parse_images(text: str) -> dict[str, str]:
     out = dict(part.split("=", 1) for part in text.split(",") if part)
     missing = {"postgres", "servers", "typesense"} - set(out)
@@ -517,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     # The current tags are resolved only when measured: a baseline-only run works from
     # a checkout whose own images are not built yet.
     variants = {name: args.baseline if name == "baseline" else resolve_images(True) for name in args.variants}
+    unknown = set(variants) - {"baseline", "current", "fuse"}
+    if unknown:
+        ap.error(f"unknown variants {sorted(unknown)}: baseline, current, fuse")
     golden_images = next(iter(variants.values()))  # golden end states are replayed with these
     run_id = lbl.new_id("run")
     task = next(t for t in bench.tasks if t.id == "sandbox_external_retail_group1.py:test_case_ST002_001")
@@ -529,9 +553,9 @@ def main(argv: list[str] | None = None) -> int:
         if "memory" in args.sections:
             for name, images in variants.items():
                 for d in args.domains:
-                    result.setdefault("memory", {}).setdefault(name, {})[d] = m = memory_of_domain(
-                        bench, d, images, run_id
-                    )
+                    with variant_env(name):
+                        m = memory_of_domain(bench, d, images, run_id)
+                    result.setdefault("memory", {}).setdefault(name, {})[d] = m
                     log(f"memory {name} {d}: {m['total_mib']:.1f} MiB")
         templates = {
             name: sandbox_request(bench, task, images=images, run_id=run_id)
@@ -539,15 +563,18 @@ def main(argv: list[str] | None = None) -> int:
         }
         if "hold" in args.sections:
             for name in variants:
-                result.setdefault("hold", {})[name] = h = hold_sets(templates[name], args.hold, run_id)
+                with variant_env(name):
+                    result.setdefault("hold", {})[name] = h = hold_sets(templates[name], args.hold, run_id)
                 log(f"hold {name}: {h}")
         if "cold" in args.sections:
             samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
             spent: dict[str, dict[str, float]] = {name: {"machine": 0.0, "daemons": 0.0} for name in variants}
             for _ in range(args.n):
                 for name in variants:  # interleaved: both variants see the same moments of load
-                    b0, d0 = busy_cpu(), daemon_cpu()
-                    samples[name].append(cold_one(templates[name], run_id))
+                    with variant_env(name):
+                        runtime_volumes.prepare(list(variants[name].values()))  # not in the first sample
+                        b0, d0 = busy_cpu(), daemon_cpu()
+                        samples[name].append(cold_one(templates[name], run_id))
                     spent[name]["machine"] += busy_cpu() - b0
                     spent[name]["daemons"] += daemon_cpu() - d0
             for name, ss in samples.items():
@@ -563,7 +590,9 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"cold {name}: {json.dumps(c)}")
         if "pool" in args.sections:
             for name in variants:
-                for kind, ws in pooled(templates[name], args.n, run_id, args.pool_hold).items():
+                with variant_env(name):
+                    series = pooled(templates[name], args.n, run_id, args.pool_hold)
+                for kind, ws in series.items():
                     result.setdefault("pool", {}).setdefault(name, {})[kind] = p = {
                         f"{k}_{q}": pct([w[k] for w in ws], q)
                         for k in ("acquire", "prepare")
@@ -582,8 +611,8 @@ def main(argv: list[str] | None = None) -> int:
                     asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
                 for conc in args.concurrency:
                     for name, images in variants.items():
-                        result.setdefault("oracle", {}).setdefault(name, []).append(
-                            o := oracle(
+                        with variant_env(name):
+                            o = oracle(
                                 bench,
                                 tasks,
                                 images,
@@ -592,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
                                 inline_teardown=name == "baseline",
                                 golden_servers=golden_images["servers"],
                             )
-                        )
+                        result.setdefault("oracle", {}).setdefault(name, []).append(o)
                         log(f"oracle {name} c{conc}: {o}")
         if "model" in args.sections:
             tasks = [t for t in bench.tasks if t.domain == "retail"][: args.model_tasks]
@@ -608,8 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                     asyncio.run(warm.compute_goldens(tasks, asyncio.Semaphore(2)))
                 for conc in args.model_concurrency:
                     for name, images in variants.items():
-                        result.setdefault("model", {}).setdefault(name, []).append(
-                            mo := model_run(
+                        with variant_env(name):
+                            mo = model_run(
                                 bench,
                                 tasks,
                                 images,
@@ -621,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
                                 repeat=args.model_repeat,
                                 time_limit=args.model_time_limit,
                             )
-                        )
+                        result.setdefault("model", {}).setdefault(name, []).append(mo)
                         log(f"model {name} c{conc}: {mo}")
     finally:
         sweep(run_id)

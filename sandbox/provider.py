@@ -30,6 +30,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from sandbox import runtime_volumes
 from sandbox.boots import BootGate
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
@@ -234,6 +235,7 @@ class DockerProvider(SandboxProvider):
         # Orphans included: containers of a killed run (on this output or not) go now.
         await asyncio.to_thread(sweep, None, self.stale_after, True)
         self.images = await asyncio.to_thread(resolve_images, True)
+        await asyncio.to_thread(runtime_volumes.prepare, list(self.images.values()))
         self.reaper = Reaper()
         self.boots = BootGate()
 

@@ -35,6 +35,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
+from sandbox import runtime_volumes
 from sandbox.docker_client import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
@@ -346,6 +347,7 @@ class Sandbox:
             self.request.limits,
             ip=ip,
             dns=self._subnet.dns_sink,
+            mounts=runtime_volumes.mounts_for(spec.image),
         )
         self._containers[spec.role] = container
         try:

@@ -16,7 +16,7 @@ from typing import Any
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker.version
-from docker.types import EndpointConfig
+from docker.types import EndpointConfig, Mount
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
@@ -81,9 +81,11 @@ def hardened_container(
     limits: Limits,
     ip: str | None = None,
     dns: str | None = None,
+    mounts: list[Mount] | None = None,
 ) -> DockerContainer:
     """ip: the container's static address on `network`; dns: its only resolver
-    upstream (an address nothing answers, see sandbox.subnets)."""
+    upstream (an address nothing answers, see sandbox.subnets); mounts: read-only
+    volumes of the image's own code (sandbox.runtime_volumes)."""
     kwargs: dict[str, Any] = {
         "labels": labels,
         "cap_drop": ["ALL"],
@@ -101,6 +103,9 @@ def hardened_container(
         }
     if dns:
         kwargs["dns"] = [dns]
+    if mounts:
+        assert all(m["ReadOnly"] for m in mounts), "an attempt container mounts nothing writable"
+        kwargs["mounts"] = mounts
     if spec.user:
         kwargs["user"] = spec.user
     if limits.runtime:

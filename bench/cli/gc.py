@@ -1,4 +1,5 @@
-"""`tbx gc [--older-than SECONDS | --run RUN | --all]`: remove containers and networks tbx left behind.
+"""`tbx gc [--older-than SECONDS | --run RUN | --all]`: remove containers and networks tbx left behind,
+and the runtime volumes (sandbox.runtime_volumes) of images that no longer exist.
 
 By default only orphans go (their owning process exited, or they are older
 than the TTL); live runs' sandboxes are kept and listed."""
@@ -31,6 +32,7 @@ def register(sub: Any) -> None:
 
 
 def gc_command(args: argparse.Namespace) -> int:
+    from sandbox.runtime_volumes import sweep_stale
     from sandbox.sweeper import sweep
 
     if args.all:
@@ -40,4 +42,7 @@ def gc_command(args: argparse.Namespace) -> int:
     else:
         result = sweep(older_than=args.older_than)  # orphans only (default TTL unless given)
     print(result)
+    removed, in_use = sweep_stale()
+    if removed or in_use:
+        print(f"runtime volumes of removed images: removed {len(removed)}, still mounted {len(in_use)}")
     return 0

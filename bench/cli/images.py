@@ -19,6 +19,7 @@ def register(sub: Any) -> None:
 
 def build_command(args: argparse.Namespace) -> int:
     from sandbox.images import IMAGES, build_image, prune_stale
+    from sandbox.runtime_volumes import sweep_stale
 
     for name in args.names or list(IMAGES):
         if name not in IMAGES:
@@ -30,4 +31,5 @@ def build_command(args: argparse.Namespace) -> int:
         # prune each other's tags: TBX_KEEP_IMAGES=1 keeps every older tag.
         if not os.environ.get("TBX_KEEP_IMAGES"):
             prune_stale(name)
+    sweep_stale()  # runtime volumes of images no longer on the daemon
     return 0

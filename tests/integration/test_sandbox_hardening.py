@@ -19,6 +19,7 @@ from bench.replay.mcp_calls import replay_calls
 from bench.run.request import TaskPreparation, sandbox_request
 from sandbox.errors import SandboxError
 from sandbox.images import require_image
+from sandbox.runtime_volumes import PATHS_LABEL, volume_name
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.services import Limits
 from sandbox.sweeper import leftovers
@@ -54,6 +55,15 @@ def assert_hardened(dclient: docker.DockerClient, dexec: Any, handle: AttemptHan
     assert host["IpcMode"] == "private", role
     assert not host["Binds"], role
     assert all(m["Type"] != "bind" for m in attrs["Mounts"]), role
+    # The only volumes are the image's own code trees (sandbox.runtime_volumes), read-only.
+    image_id = attrs["Image"]
+    volumes = [m for m in attrs["Mounts"] if m["Type"] == "volume"]
+    paths = (dclient.images.get(image_id).labels or {}).get(PATHS_LABEL, "").split()
+    assert paths and sorted(m["Destination"] for m in volumes) == sorted(paths), role
+    for m in volumes:
+        assert m["RW"] is False and m["Name"] == volume_name(image_id, m["Destination"]), (role, m)
+        code, _ = dexec(cid, ["sh", "-c", f"echo x > {m['Destination']}/probe"])
+        assert code != 0, f"{role}: {m['Destination']} is writable"
     assert "docker.sock" not in json.dumps(attrs), role
     for path, opts in (host["Tmpfs"] or {}).items():
         assert {"nosuid", "nodev", "noexec"} <= set(opts.split(",")), (role, path)
