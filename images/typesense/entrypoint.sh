@@ -12,6 +12,8 @@
 #   TBX_TYPESENSE_DATA_DIR   data dir (default /data: mount a tmpfs there)
 #   TBX_TYPESENSE_SEED       1 (default): copy the snapshot into an empty data
 #                            dir; 0: start on an empty data dir (slow; benchmarks)
+#   TBX_TYPESENSE_PREALLOC   0 (default): RocksDB's logs are not preallocated
+#                            (nofalloc.c: on a tmpfs that is RAM); 1: they are
 #   TBX_TYPESENSE_THREADS    request thread pool size (default 4; Typesense's own
 #                            default is 8 x host cores, which can exceed a pids limit)
 # Extra arguments are passed on to typesense-server.
@@ -37,6 +39,10 @@ fi
 # An empty data dir gets the snapshot; an existing one (restart) is kept.
 if [ ! -d "$data/state" ] && [ "${TBX_TYPESENSE_SEED:-1}" = 1 ] && [ -d "$seed/state" ]; then
   cp -R "$seed/." "$data/"
+fi
+
+if [ "${TBX_TYPESENSE_PREALLOC:-0}" != 1 ]; then
+  export LD_PRELOAD=/usr/local/lib/tbx-nofalloc.so
 fi
 
 # The raft node id is peering-address:peering-port:api-port; it must equal the

