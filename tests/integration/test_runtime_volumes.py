@@ -4,6 +4,7 @@ real Docker with a small image of the test's own (nothing shared with other test
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import io
 import uuid
 from collections.abc import Iterator
@@ -34,10 +35,8 @@ def image(dclient: docker.DockerClient) -> Iterator[Any]:
     try:
         yield img
     finally:
-        try:  # the tests remove it themselves; this is the backstop
+        with contextlib.suppress(docker.errors.NotFound):  # the tests remove it; this is the backstop
             dclient.images.remove(img.id, force=True)
-        except docker.errors.NotFound:
-            pass
         for vol in dclient.volumes.list(filters={"label": f"{rv.VOLUME_LABEL}={img.id}"}):
             vol.remove(force=True)
 
