@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -311,7 +312,7 @@ def oracle(
     inline_teardown: bool,
     golden_servers: str,
 ) -> dict[str, Any]:
-    out = root / f"{images['servers'].split(':')[1]}-c{conc}"
+    out = root / f"{variant_key(images)}-c{conc}"
     opts = runner_mod.RunOptions(
         out=out,
         agent="oracle",
@@ -374,7 +375,7 @@ def model_run(
     from bench.llm.config import ModelsConfig, RoleConfig
 
     stub = StubModel(bench, delay=delay).start()
-    out = root / f"model-{images['servers'].split(':')[1]}-c{conc}"
+    out = root / f"model-{variant_key(images)}-c{conc}"
     role = {"base_url": stub.base_url, "api_key": "stub", "max_retries": 0, "timeout": 60}
     config = ModelsConfig(
         agent=RoleConfig(model=AGENT_MODEL, **role), user=RoleConfig(model=USER_MODEL, **role)
@@ -476,6 +477,13 @@ def model_run(
 
 
 # ---- main ---------------------------------------------------------------------------
+
+
+def variant_key(images: dict[str, str]) -> str:
+    """A run directory per variant: variants may share some tags, and the runtime-volume
+    switch changes no tag at all."""
+    tags = ",".join(f"{k}={v}" for k, v in sorted(images.items()))
+    return hashlib.sha256(f"{tags};{os.environ.get(runtime_volumes.ENABLE_ENV)}".encode()).hexdigest()[:12]
 
 
 @contextlib.contextmanager
