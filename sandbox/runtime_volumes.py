@@ -66,6 +66,10 @@ def mounts_for(image: str) -> list[Mount]:
         if image in _cache:
             return _cache[image]
     mounts = _ensure(image)
+    if mounts is None:
+        # No such image: the container's start says so (sandbox.ImageMissingError); not
+        # cached, so a build later in this process gets its volumes.
+        return []
     with _cache_lock:
         _cache[image] = mounts
     return mounts
@@ -77,9 +81,12 @@ def prepare(images: list[str]) -> None:
         mounts_for(image)
 
 
-def _ensure(image: str) -> list[Mount]:
+def _ensure(image: str) -> list[Mount] | None:
     client = docker_client()
-    img = client.images.get(image)
+    try:
+        img = client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return None
     paths = (img.labels or {}).get(PATHS_LABEL, "").split()
     if not paths:
         return []

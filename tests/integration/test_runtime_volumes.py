@@ -67,7 +67,7 @@ def test_volumes_copy_the_tree_once_read_only_and_go_with_the_image(
     # Several boots at once on a new image: one copy, every one gets the same mount.
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: rv._ensure(image.id), range(4)))
-    assert all(r == results[0] for r in results)
+    assert results[0] is not None and all(r == results[0] for r in results)
     [mount] = results[0]
     assert mount["Target"] == "/opt/rt" and mount["Source"] == name and mount["ReadOnly"] is True
     assert {v.name for v in dclient.volumes.list(filters={"label": f"{rv.VOLUME_LABEL}={image.id}"})} == {
@@ -83,6 +83,10 @@ def test_volumes_copy_the_tree_once_read_only_and_go_with_the_image(
     code, _ = _read(dclient, image, [mount], "echo x > /opt/rt/lib/greeting")
     assert code != 0
 
+    # No such image: no mounts (the container's start reports the missing image), nothing cached.
+    assert rv.mounts_for("tbx-test-runtime:no-such-tag") == []
+    assert "tbx-test-runtime:no-such-tag" not in rv._cache
+
     # The switch: no volumes at all.
     monkeypatch.setenv(rv.ENABLE_ENV, "0")
     assert rv.mounts_for(image.id) == []
@@ -92,7 +96,7 @@ def test_volumes_copy_the_tree_once_read_only_and_go_with_the_image(
     dclient.volumes.get(name + rv.READY_SUFFIX).remove()
     dclient.volumes.get(name).remove()
     dclient.volumes.create(name, labels={rv.VOLUME_LABEL: image.id})
-    [mount] = rv._ensure(image.id)
+    [mount] = rv._ensure(image.id) or []
     code, out = _read(dclient, image, [mount], "cat /opt/rt/lib/greeting")
     assert (code, out.strip()) == (0, "hello")
 
@@ -106,7 +110,7 @@ def test_volumes_copy_the_tree_once_read_only_and_go_with_the_image(
 
 
 def test_a_volume_still_mounted_is_kept_and_reported(dclient: docker.DockerClient, image: Any) -> None:
-    [mount] = rv._ensure(image.id)
+    [mount] = rv._ensure(image.id) or []
     holder = dclient.containers.create(
         BASE_TAG,  # another image: the test's own can go while the volume is mounted
         ["true"],
