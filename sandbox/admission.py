@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from sandbox.cache import cache_dir
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError
 
@@ -142,8 +143,7 @@ def measure_set(domain: str, containers: dict[str, str], images: dict[str, str] 
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("TBX_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tbx")
-    return Path(root) / "admission"
+    return cache_dir("admission")
 
 
 def _cache_path(domain: str, images: dict[str, str], typesense: bool) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import docker.errors
 
+from sandbox.cache import cache_dir
 from sandbox.docker_client import docker_client
 from sandbox.errors import ImageMissingError, SandboxError
 
@@ -141,7 +142,7 @@ def build_image(name: str, force: bool = False) -> BuildResult:
 
 
 def _in_use_dir() -> Path:
-    return Path(os.environ.get("TBX_CACHE", Path.home() / ".cache" / "tbx")) / "images-in-use"
+    return cache_dir("images-in-use")
 
 
 def mark_in_use(tags: list[str]) -> None:

@@ -9,7 +9,7 @@ no two sets share them. An image names the trees it only ever reads in its
 (Docker copies an image's content into an empty volume when a container mounting
 it is created) and every attempt container mounts it read-only. Volumes live on
 the daemon's own filesystem: reads are native and their page cache is shared.
-Measured in benchmarks/density.py (`--runtime-volumes`, docs/performance.md).
+Measured in benchmarks/density.py (`--variants fuse current`, docs/performance.md).
 
 The attempt's isolation is unchanged: the trees are read-only in every container
 (as the read-only root filesystem made them before) and carry nothing of any attempt.
@@ -30,12 +30,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import docker.errors
 from docker.types import Mount
 
 from sandbox import labels as lbl
+from sandbox.cache import cache_dir
 from sandbox.docker_client import docker_client, remove_container
 from sandbox.errors import SandboxError
 
@@ -138,7 +138,7 @@ def _fill(image_id: str, path: str, name: str) -> None:
 @contextmanager
 def _file_lock(name: str) -> Iterator[None]:
     """One copier per volume on this host (parallel runs, a pool's boot threads)."""
-    base = Path(os.environ.get("TBX_CACHE", Path.home() / ".cache" / "tbx")) / "runtime-volumes"
+    base = cache_dir("runtime-volumes")
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f"{name}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
