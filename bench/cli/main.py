@@ -19,11 +19,25 @@ import argparse
 import logging
 import sys
 
-from bench.cli import conformance, env, gc, images, proxy, regrade, report, run, signals, tasks, up, view
+from bench.cli import (
+    conformance,
+    env,
+    gc,
+    images,
+    proxy,
+    regrade,
+    report,
+    run,
+    session_proxy,
+    signals,
+    tasks,
+    up,
+    view,
+)
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
 
-COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, view, env)
+COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, view, env, session_proxy)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,85 @@
+"""`tbx session-proxy`: the reference harness's Session Proxy API on tbx's sandboxes
+(bench.session_api; docs/session-api.md).
+
+tbx session-proxy --dataset DIR [--host 127.0.0.1] [--port 7111] [--warm N]
+                  [--api-key-env VAR] [--record OUT] [--gc-minutes M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 7111
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "session-proxy",
+        help="serve the ThinkingBox Session Proxy API (tb infer, the OpenEnv ThinkingBox env, trainers)",
+    )
+    p.add_argument("--dataset", required=True, help="benchmark directory (the domains' seed rows)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument("--warm", type=int, default=1, help="booted sandboxes kept ready per domain (default 1)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="require `Authorization: Bearer <$VAR>` on every route but /health",
+    )
+    p.add_argument("--record", metavar="OUT", help="also write every session as a tbx attempt into OUT")
+    p.add_argument(
+        "--gc-minutes",
+        type=float,
+        help="destroy sessions idle this many minutes (default: never, as the reference)",
+    )
+    p.add_argument("--gc-every", type=float, default=60.0, help=argparse.SUPPRESS)  # the expiry tick (tests)
+    p.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
+    p.set_defaults(fn=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from bench.cli.served import GracefulServer
+    from bench.dataset import load_benchmark
+    from bench.session_api.server import ServeOptions, session_proxy_app
+
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env, "").strip()
+        if not api_key:
+            print(f"error: --api-key-env {args.api_key_env}: the variable is unset or empty", file=sys.stderr)
+            return 2
+    bench = load_benchmark(Path(args.dataset), strict=False)
+    opts = ServeOptions(
+        warm=args.warm,
+        record=Path(args.record) if args.record else None,
+        api_key=api_key,
+        gc_minutes=args.gc_minutes,
+        gc_every=args.gc_every,
+        golden_cache=Path(args.golden_cache) if args.golden_cache else None,
+    )
+    url = f"http://{args.host}:{args.port}"
+
+    class Announced(GracefulServer):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # listening: the one line a supervisor waits for
+                print(f"tbx session-proxy: ready on {url}", file=sys.stderr, flush=True)
+
+    served = Announced(
+        uvicorn.Config(
+            session_proxy_app(bench, opts),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+    )
+    served.run()
+    return 128 + served.stopped_by if served.stopped_by else 0

@@ -1,0 +1,98 @@
+"""What one `tbx session-proxy` process holds, started and stopped with the app:
+the Docker provider (warm pools), tbx's session proxy, the golden cache, the
+session table, the recorder, and the idle-expiry loop.
+
+Start-up (images resolved, stale leftovers swept, runtime volumes) happens in
+the app's lifespan, so the server listens, and `/health` answers, only once it
+can take sessions; shutdown destroys every session, then the pools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from bench.dataset import Benchmark
+from bench.run.golden import servers_image_id
+from bench.session_api.app import SessionApi, build_app, idle_expiry
+from bench.session_api.golden import GoldenCache
+from bench.session_api.record import Recorder
+from bench.session_api.sessions import Session, SessionTable
+from sandbox import DockerProvider, ProxyServer
+from sandbox.labels import new_id
+from sandbox.provider import ping_daemon
+
+HEALTH_TIMEOUT = 2.5  # s: the OpenEnv env's /ready gives /health 3 s
+# tbx's proxy is no tighter than the longest session timeout a client sends (570 s
+# for the trainer): each session's own `timeout` is enforced by the session table.
+PROXY_CALL_TIMEOUT = 3600.0
+
+
+class ServeOptions(BaseModel):
+    warm: int = Field(default=1, ge=0)
+    record: Path | None = None
+    api_key: str | None = None
+    gc_minutes: float | None = Field(default=None, gt=0)  # idle expiry; None: off (the reference's default)
+    gc_every: float = Field(default=60.0, gt=0)
+    golden_cache: Path | None = None
+
+
+async def docker_problem() -> str | None:
+    try:
+        await asyncio.wait_for(asyncio.to_thread(ping_daemon), HEALTH_TIMEOUT)
+    except Exception as exc:  # any failure means not healthy
+        return f"Docker daemon unavailable: {exc!r}"
+    return None
+
+
+def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> ASGIApp:
+    run_id = new_id("sessapi")
+    provider = DockerProvider(warm=opts.warm)
+    proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
+    golden = GoldenCache(provider, functools.cache(servers_image_id), opts.golden_cache, run_id=run_id)
+    recorder = Recorder(opts.record, bench, run_id) if opts.record is not None else None
+
+    async def on_closed(session: Session) -> None:
+        if recorder is not None:
+            await recorder.record(session, dict(provider.images))
+
+    table = SessionTable(
+        bench,
+        provider,
+        proxy,
+        golden,
+        run_id=run_id,
+        images=lambda: dict(provider.images),
+        on_closed=on_closed,
+    )
+    api = SessionApi(table, docker_problem)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if recorder is not None:
+            recorder.open()
+        await provider.start(run_id)
+        proxy.start()
+        expiry = None
+        if opts.gc_minutes is not None:
+            expiry = asyncio.create_task(idle_expiry(table, opts.gc_minutes, opts.gc_every))
+        try:
+            yield
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+            await table.aclose()
+            await provider.close()
+            proxy.close()
+            await provider.sweep(run_id)
+            if recorder is not None:
+                recorder.close()
+
+    return build_app(api, api_key=opts.api_key, lifespan=lifespan)

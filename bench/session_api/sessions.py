@@ -1,0 +1,447 @@
+"""The session table: create, look up, destroy, idle expiry, and each session's
+one FIFO of operations with the reference's two limits.
+
+A session is one tbx attempt (bench.session_api.attempt): its sandbox is
+checked out, seeded and registered with tbx's session proxy at create, and
+torn down at destroy. The attempt's context is entered and left by one task of
+its own (`_hold`), as anyio's cancel scopes require; requests reach the
+session's proxy endpoint over HTTP (stateless 2026-era MCP POSTs, the proxy's
+fast path), so no MCP session object is shared between request tasks.
+
+Limits (T = the session's `timeout`): an operation runs at most T seconds, and
+a request waits at most T + 2 seconds from the moment it was queued. Unlike
+the reference, an operation whose wait ran out while it was still queued is
+dropped, never executed later (the clients retry a 504 by re-sending it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, encode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bench.dataset import Benchmark
+from bench.run.attempt import AttemptOutcome, AttemptSpec, DatasetRef
+from bench.session_api.attempt import LiveAttempt, open_session_attempt
+from bench.session_api.effects import effects_object
+from bench.session_api.golden import GoldenCache
+from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
+from bench.session_api.schemas import SchemaError, normalise_schema
+from bench.session_api.server_config import SessionServer, check_tools, parse_entry
+from judge.records import GoldenState
+from sandbox import ProxyServer, SandboxProvider
+from sandbox.labels import new_id
+from sandbox.mcp_clients import list_all_tools, upstream_client
+from sandbox.proxy_models import ToolPolicy
+from sandbox.proxy_relay import reply_message
+from sandbox.proxy_routes import RESERVED_PREFIX
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SERVER_TOOL = "__reserved__server_tool"
+GETEFFECTS = "__reserved__geteffects"
+QUEUE_GRACE = 2.0  # seconds a request may wait beyond T (the reference's total wait limit)
+PROTOCOL = MODERN_PROTOCOL_VERSIONS[-1]
+AGENT_NAME = "session-api"
+# A stateless 2026-era request carries its protocol version and client in `_meta`.
+CALL_META = {
+    PROTOCOL_VERSION_META_KEY: PROTOCOL,
+    CLIENT_INFO_META_KEY: {"name": "tbx-session-api", "version": "1"},
+    CLIENT_CAPABILITIES_META_KEY: {},
+}
+
+
+class QueueTimeout(Exception):
+    """The operation's wait or run exceeded the session's limits (answered 504)."""
+
+
+class SandboxLost(ApiError):
+    """The session's sandbox lost a container: its calls are refused with the cause."""
+
+
+class Session:
+    def __init__(self, session_id: str, body: CreateBody):
+        self.id = session_id
+        self.timeout = body.timeout
+        self.always_json = body.always_json_output
+        self.proxy_info = body.geteffects_proxy_info
+        self.available = list(body.available_tools)
+        self.info: dict[str, Any] = {}
+        self.last_activity = time.time()
+        self.entry: SessionServer | None = None
+        self.task_id = f"session:{session_id}"
+        self.live: LiveAttempt | None = None
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.logged: list[dict[str, Any]] = []
+        self.golden: GoldenState | None = None
+        self.outcome: AttemptOutcome | None = None
+        self.error: BaseException | None = None  # why the attempt ended abnormally
+        self.created = False  # /session_create finished (idle expiry only takes these)
+        self._queue = asyncio.Lock()  # FIFO: asyncio's lock wakes waiters in arrival order
+        self._release = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+
+    def touch(self) -> None:
+        self.last_activity = time.time()
+
+    # ---- the queue -----------------------------------------------------------------
+    async def run(self, op: Callable[[], Awaitable[T]], *, activity: bool = True) -> T:
+        """`op` behind every earlier operation of this session, within the limits."""
+        deadline = time.monotonic() + self.timeout + QUEUE_GRACE
+        if activity:
+            self.touch()
+        try:
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + (deadline - time.monotonic())):
+                await self._queue.acquire()
+        except TimeoutError:
+            raise QueueTimeout() from None  # never acquired: the operation is dropped, not run later
+        try:
+            left = min(self.timeout, deadline - time.monotonic())
+            try:
+                async with asyncio.timeout(max(left, 0.0)):
+                    return await op()
+            except TimeoutError:
+                raise QueueTimeout() from None
+        finally:
+            self._queue.release()
+            if activity:
+                self.touch()
+
+    # ---- the attempt's own task -----------------------------------------------------
+    async def open(self, spec: AttemptSpec, provider: SandboxProvider, proxy: ProxyServer) -> None:
+        ready: asyncio.Future[LiveAttempt] = asyncio.get_running_loop().create_future()
+        self._holder = asyncio.create_task(self._hold(spec, provider, proxy, ready))
+        try:
+            self.live = await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.close())
+            raise
+
+    async def _hold(
+        self,
+        spec: AttemptSpec,
+        provider: SandboxProvider,
+        proxy: ProxyServer,
+        ready: asyncio.Future[LiveAttempt],
+    ) -> None:
+        live: LiveAttempt | None = None
+        try:
+            async with open_session_attempt(spec, provider, proxy) as live:
+                ready.set_result(live)
+                await self._release.wait()
+                if self.error is not None:
+                    raise self.error
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                self.error = exc  # the final cause (a lost container names itself here)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            if live is not None:
+                self.outcome = live.outcome
+
+    async def close(self, error: BaseException | None = None) -> None:
+        """Tear the attempt down (its terminal state is dumped unless `error`)."""
+        if error is not None and self.error is None:
+            self.error = error
+        self._release.set()
+        if self._holder is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self._holder)
+
+
+class SessionTable:
+    def __init__(
+        self,
+        bench: Benchmark,
+        provider: SandboxProvider,
+        proxy: ProxyServer,
+        golden: GoldenCache,
+        *,
+        run_id: str,
+        images: Callable[[], dict[str, str]],
+        on_closed: Callable[[Session], Awaitable[None]] | None = None,
+    ):
+        self.bench = bench
+        self.provider = provider
+        self.proxy = proxy
+        self.golden = golden
+        self.run_id = run_id
+        self._images = images
+        self.on_closed = on_closed
+        self.sessions: dict[str, Session] = {}
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_keepalive_connections=64)
+        )
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise ApiError(NO_SESSION)
+        return session
+
+    # ---- create ----------------------------------------------------------------------
+    async def create(self, body: CreateBody) -> dict[str, Any]:
+        if body.session_id in self.sessions:
+            raise ApiError("Session already exists")
+        session = Session(body.session_id, body)
+        self.sessions[body.session_id] = session  # visible at once: a second create is refused
+        try:
+            async with asyncio.timeout(body.timeout):
+                result = await self._init(session, body)
+            session.created = True
+            session.touch()
+            return result
+        except BaseException as exc:
+            self.sessions.pop(body.session_id, None)
+            await session.close(exc)
+            if isinstance(exc, TimeoutError):
+                raise ApiError(f"session_create timed out after {float(body.timeout)!r} seconds") from None
+            raise
+
+    async def _init(self, session: Session, body: CreateBody) -> dict[str, Any]:
+        servers = list(body.server_config)
+        if len(servers) > 1:
+            raise ApiError(
+                f"tbx runs one server per session; server_config names {len(servers)}: {', '.join(servers)}"
+            )
+        if not servers:
+            check_tools(None, body.available_tools)
+            return {}
+        name = servers[0]
+        entry = await asyncio.to_thread(parse_entry, self.bench, name, body.server_config[name])
+        check_tools(entry, body.available_tools)
+        session.entry = entry
+        golden = asyncio.ensure_future(self.golden.get(entry))  # concurrently with the boot
+        try:
+            await session.open(self._spec(session, entry), self.provider, self.proxy)
+            session.golden = await golden
+        except BaseException:
+            golden.cancel()
+            with contextlib.suppress(BaseException):
+                await golden
+            raise
+        session.tools = await self._visible_tools(session)
+        return {name: {}}
+
+    def _spec(self, session: Session, entry: SessionServer) -> AttemptSpec:
+        return AttemptSpec(
+            run_id=self.run_id,
+            attempt_id=new_id(f"sess-{entry.domain}"),
+            task_id=session.task_id,
+            domain=entry.domain,
+            repeat=0,
+            agent=AGENT_NAME,
+            dataset=DatasetRef(path=str(self.bench.root), release=self.bench.release),
+            images=self._images(),
+            seed=entry.rows,
+            policy_sources=entry.sources,
+            tool_policy=ToolPolicy(allowed_tools=session.available),
+        )
+
+    async def _visible_tools(self, session: Session) -> dict[str, dict[str, Any]]:
+        """The session's tools in the server's listing order (not available_tools order)."""
+        live = session.live
+        assert live is not None
+        if not session.available:
+            return {}
+        async with upstream_client(live.url, live.headers) as client:
+            listed = await list_all_tools(client)
+        wanted = set(session.available)
+        out: dict[str, dict[str, Any]] = {}
+        for tool in listed:
+            if tool.name in wanted:
+                try:
+                    schema = normalise_schema(dict(tool.input_schema))
+                except SchemaError as exc:
+                    raise ApiError(str(exc)) from None
+                out[tool.name] = {"description": tool.description, "inputSchema": schema}
+        return out
+
+    # ---- calls ----------------------------------------------------------------------
+    async def call_tool(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
+        if name == SERVER_TOOL:
+            return await self._server_tool(session, arguments)
+        if name not in session.tools or name.startswith(RESERVED_PREFIX):
+            raise ApiError(f"Tool {name} does not exist")
+        text = await session.run(lambda: self._relay_call(session, name, arguments))
+        if session.always_json:
+            text = _json_output(text)
+        if session.proxy_info:
+            session.logged.append({"tool_name": name, "arguments": arguments, "response": text})
+        return text
+
+    async def _server_tool(self, session: Session, arguments: dict[str, Any]) -> str:
+        from pydantic import ValidationError
+
+        try:
+            wrapped = ServerToolArgs.model_validate(arguments)
+        except ValidationError as exc:
+            raise ApiError(str(exc)) from None
+        server = session.entry.server if session.entry is not None else None
+        missing = ApiError(f"Tool {wrapped.server_name} > {wrapped.tool_name} does not exist")
+        if wrapped.server_name != server:
+            raise missing
+        if wrapped.tool_name == GETEFFECTS:  # answered host-side, like /get_effects
+            effects = await session.run(lambda: self._server_effects(session))
+            text = json.dumps(effects)
+        elif wrapped.tool_name in session.tools:
+            text = await session.run(lambda: self._relay_call(session, wrapped.tool_name, wrapped.arguments))
+        else:
+            # Hidden and reserved tools stay unreachable: nothing passes tbx's allow-list.
+            raise missing
+        if session.always_json:
+            text = _json_output(text)
+        if session.proxy_info:
+            session.logged.append({"tool_name": SERVER_TOOL, "arguments": arguments, "response": text})
+        return text
+
+    def _check_alive(self, session: Session) -> LiveAttempt:
+        live = session.live
+        if live is None:
+            raise ApiError("the session has no sandbox (its server_config named no server)")
+        gone = live.gone()
+        if gone is not None:
+            raise SandboxLost(
+                f"the session's sandbox is gone ({gone}); destroy the session and create a new one"
+            )
+        return live
+
+    async def _relay_call(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
+        live = self._check_alive(session)
+        params = {"name": name, "arguments": arguments, "_meta": CALL_META}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        try:
+            headers = {
+                **self._headers(live),
+                MCP_METHOD_HEADER: "tools/call",
+                MCP_NAME_HEADER: encode_header_value(name),
+            }
+            reply = await self.http.post(live.url, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ApiError(f"tool call {name} failed: the session proxy did not answer ({exc!r})") from None
+        if reply.status_code == 503:
+            self._check_alive(session)  # the watch saw the loss: say so
+        message = reply_message(reply.content, reply.headers.get("content-type", "application/json"))
+        if reply.status_code != 200 or message is None:
+            lost = await live.lost_container()
+            if lost is not None:
+                raise SandboxLost(
+                    f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
+                )
+            raise ApiError(f"tool call {name} failed: HTTP {reply.status_code}: {reply.text[:500]}")
+        if "error" in message:
+            raise ApiError(str(message["error"].get("message", message["error"])))
+        content = (message.get("result") or {}).get("content") or []
+        if not content or content[0].get("type") != "text":
+            raise ApiError("Internal Server Error", 500)  # the reference's answer to a result without text
+        text = str(content[0].get("text", ""))
+        if text.startswith("Tool call '") and " failed: the tool server did not answer" in text:
+            lost = await live.lost_container()
+            if lost is not None:
+                raise SandboxLost(
+                    f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
+                )
+        return text
+
+    @staticmethod
+    def _headers(live: LiveAttempt) -> dict[str, str]:
+        return {
+            **live.headers,
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL,
+        }
+
+    # ---- effects --------------------------------------------------------------------
+    async def get_effects(self, session: Session) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if session.entry is not None:
+            out[session.entry.server] = await session.run(lambda: self._server_effects(session))
+        if session.proxy_info:
+            out["__reserved__proxy_info"] = {"tool_calls": list(session.logged)}
+        return out
+
+    async def _server_effects(self, session: Session) -> dict[str, Any]:
+        live = self._check_alive(session)
+        entry, golden = session.entry, session.golden
+        assert entry is not None and golden is not None and live.outcome.initial_state is not None
+        try:
+            result = await live.dump_state()
+        except Exception as exc:
+            lost = await live.lost_container()
+            if lost is not None:
+                raise SandboxLost(f"the session's sandbox is gone ({lost})", 500) from None
+            raise ApiError(f"reading the session's state failed: {exc}", 500) from None
+        return effects_object(
+            live.outcome.initial_state,
+            result,
+            golden.final_state,
+            rubrics=entry.rubrics,
+            rubrics_yesno=entry.rubrics_yesno,
+        )
+
+    # ---- destroy ----------------------------------------------------------------------
+    async def destroy(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            raise ApiError(NO_SESSION)
+        await self._teardown(session)
+
+    async def _teardown(self, session: Session) -> None:
+        # Behind what the session still runs (bounded like any operation), then the attempt goes.
+        with contextlib.suppress(QueueTimeout):
+            await session.run(_nothing)
+        lost = session.live.gone() if session.live is not None else None
+        await session.close(RuntimeError(lost) if lost else None)
+        if self.on_closed is not None and session.entry is not None:
+            try:
+                await self.on_closed(session)
+            except Exception:
+                log.exception("recording session %s failed", session.id)
+
+    async def destroy_all(self) -> None:
+        while self.sessions:
+            session_id = next(iter(self.sessions))
+            with contextlib.suppress(ApiError):
+                await self.destroy(session_id)
+
+    async def garbage_collect(self, inactivity_minutes: float) -> list[str]:
+        cutoff = time.time() - inactivity_minutes * 60.0
+        idle = [s.id for s in self.sessions.values() if s.created and s.last_activity < cutoff]
+        done = []
+        for session_id in idle:
+            with contextlib.suppress(ApiError):
+                await self.destroy(session_id)
+                done.append(session_id)
+        return done
+
+    async def aclose(self) -> None:
+        await self.destroy_all()
+        await self.http.aclose()
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _json_output(text: str) -> str:
+    """`always_json_output`: JSON text unchanged, anything else wrapped as {"result": text}
+    the way Python's default json.dumps writes it (non-ASCII escaped)."""
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        return json.dumps({"result": text})
