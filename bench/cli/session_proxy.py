@@ -69,11 +69,12 @@ def serve_command(args: argparse.Namespace) -> int:
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.started:  # listening: the one line a supervisor waits for
-                print(f"tbx session-proxy: ready on {url}", file=sys.stderr, flush=True)
+                print(f"tbx session-proxy: ready on {url} (run {run_id})", file=sys.stderr, flush=True)
 
+    app, run_id = session_proxy_app(bench, opts)
     served = Announced(
         uvicorn.Config(
-            session_proxy_app(bench, opts),
+            app,
             host=args.host,
             port=args.port,
             log_level="warning",

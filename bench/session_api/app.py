@@ -87,7 +87,12 @@ class SessionApi:
 
     async def session_create(self, request: Request) -> Response:
         body = await _parse(request, CreateBody)
-        return ok(await self.table.create(body))
+        response = ok(await self.table.create(body))
+        live = self.table.get(body.session_id).live
+        if live is not None:  # for operators and tests: which tbx attempt and containers serve it
+            response.headers["x-tbx-attempt-id"] = live.spec.attempt_id
+            response.headers["x-tbx-containers"] = json.dumps(live.containers())
+        return response
 
     async def list_tools(self, request: Request) -> Response:
         body = await _parse(request, SessionRef)

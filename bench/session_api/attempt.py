@@ -20,6 +20,7 @@ from judge import State
 from sandbox import ProxyCall, ProxyServer, SandboxProvider
 from sandbox.provider import SandboxSession
 from sandbox.proxy import SandboxGoneError
+from sandbox.proxy_models import ToolPolicy
 
 
 class LiveAttempt:
@@ -32,6 +33,10 @@ class LiveAttempt:
         self.url = ""
         self.headers: dict[str, str] = {}
         self.token = ""
+
+    def containers(self) -> dict[str, str]:
+        """role -> container id of the attempt's sandbox."""
+        return dict(self.session.register_request(ToolPolicy()).containers)
 
     def calls(self) -> list[ProxyCall]:
         return self._proxy.calls(self.token)

@@ -52,7 +52,8 @@ async def docker_problem() -> str | None:
     return None
 
 
-def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> ASGIApp:
+def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, str]:
+    """The app and the run id its containers are labelled with."""
     run_id = new_id("sessapi")
     provider = DockerProvider(warm=opts.warm)
     proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
@@ -95,4 +96,4 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> ASGIApp:
             if recorder is not None:
                 recorder.close()
 
-    return build_app(api, api_key=opts.api_key, lifespan=lifespan)
+    return build_app(api, api_key=opts.api_key, lifespan=lifespan), run_id

@@ -97,22 +97,32 @@ class Session:
 
     # ---- the queue -----------------------------------------------------------------
     async def run(self, op: Callable[[], Awaitable[T]], *, activity: bool = True) -> T:
-        """`op` behind every earlier operation of this session, within the limits."""
-        deadline = time.monotonic() + self.timeout + QUEUE_GRACE
+        """`op` behind every earlier operation of this session, within the limits: it
+        runs at most T s once started, and the caller waits at most T + 2 s from now.
+        A wait that runs out while `op` runs answers 504 and lets it finish (as the
+        reference's worker does); one that runs out while `op` is queued drops it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout + QUEUE_GRACE
         if activity:
             self.touch()
         try:
-            async with asyncio.timeout_at(asyncio.get_running_loop().time() + (deadline - time.monotonic())):
+            async with asyncio.timeout_at(deadline):
                 await self._queue.acquire()
         except TimeoutError:
             raise QueueTimeout() from None  # never acquired: the operation is dropped, not run later
+        running = asyncio.ensure_future(self._execute(op, activity))
+        running.add_done_callback(_retrieve)  # its caller may have stopped waiting
         try:
-            left = min(self.timeout, deadline - time.monotonic())
-            try:
-                async with asyncio.timeout(max(left, 0.0)):
-                    return await op()
-            except TimeoutError:
-                raise QueueTimeout() from None
+            return await asyncio.wait_for(asyncio.shield(running), max(deadline - loop.time(), 0.0))
+        except TimeoutError:
+            raise QueueTimeout() from None
+
+    async def _execute(self, op: Callable[[], Awaitable[T]], activity: bool) -> T:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await op()
+        except TimeoutError:
+            raise QueueTimeout() from None
         finally:
             self._queue.release()
             if activity:
@@ -431,6 +441,11 @@ class SessionTable:
     async def aclose(self) -> None:
         await self.destroy_all()
         await self.http.aclose()
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 async def _nothing() -> None:
