@@ -22,9 +22,6 @@ from bench.session_api.server_config import check_tools, parse_entry
 from bench.session_api.sessions import QueueTimeout, Session, _json_output
 from judge.canonical import state_hash
 
-DATASET = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "thinkingbox-bench-v1"
-if not DATASET.is_dir():
-    DATASET = Path("/work/shared/benchmarks/thinkingbox-bench-v1")
 
 
 # ---- request validation ----------------------------------------------------------
@@ -157,8 +154,8 @@ def test_effects_object_keys_hashes_and_rubrics() -> None:
 
 # ---- server_config ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def bench() -> Any:
-    return load_benchmark(DATASET, strict=False)
+def bench(dataset: Path) -> Any:
+    return load_benchmark(dataset, strict=False)
 
 
 def test_parse_entry_of_a_benchmark_task(bench: Any) -> None:

@@ -1,0 +1,612 @@
+"""`tbx session-proxy` against real sandboxes, driven by an httpx client written
+from the wire spec (specs/thinkingbox-session-proxy.md §2-§4, §9).
+
+One module-scoped server (warm pool, --record) serves most tests; the auth,
+idle-expiry and SIGTERM tests start a second, small one (no warm pool). Every
+container a session used is checked gone after its destroy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import httpx
+import pytest
+
+from bench.dataset import Benchmark, load_benchmark
+from judge.canonical import state_hash
+
+REPO = Path(__file__).resolve().parents[2]
+SERVERS = (
+    "sandbox_external_retail",
+    "sandbox_auto_insurance",
+    "sandbox_consulting",
+    "external_booking_v1",
+    "sandbox_neobank_support_v1",
+)
+YESNO = {"external_booking_v1", "sandbox_neobank_support_v1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen[str]
+    log: Path
+    run_id: str
+
+    def client(self, **kw: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=600, **kw)
+
+
+def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = None) -> Served:
+    port = free_port()
+    log = tmp / "server.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.cli",
+            "session-proxy",
+            "--dataset",
+            str(dataset),
+            "--port",
+            str(port),
+            "--golden-cache",
+            str(tmp / "golden"),
+            *extra,
+        ],
+        cwd=REPO,
+        env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true", **(env or {})},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"server exited: {log.read_text()[-3000:]}"
+        text = log.read_text()
+        if "ready on" in text:
+            run_id = text.split("(run ", 1)[1].split(")", 1)[0]
+            return Served(f"http://127.0.0.1:{port}", proc, log, run_id)
+        time.sleep(0.3)
+    stop(Served("", proc, log, ""))
+    pytest.fail(f"no ready line within 180 s: {log.read_text()[-3000:]}")
+
+
+def stop(served: Served) -> int:
+    if served.proc.poll() is None:
+        served.proc.send_signal(signal.SIGTERM)
+        try:
+            served.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            served.proc.kill()
+            served.proc.wait()
+    return served.proc.returncode
+
+
+def labelled(dclient: docker.DockerClient, run_id: str) -> tuple[list[str], list[str]]:
+    filters = {"label": f"tbx.run={run_id}"}
+    return (
+        [c.name for c in dclient.containers.list(all=True, filters=filters, ignore_removed=True)],
+        [n.name for n in dclient.networks.list(filters=filters)],
+    )
+
+
+def all_gone(dclient: docker.DockerClient, ids: list[str], timeout: float = 90) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = []
+        for cid in ids:
+            try:
+                dclient.containers.get(cid)
+                alive.append(cid)
+            except docker.errors.NotFound:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+# ---- the client, from the spec -------------------------------------------------------
+@dataclass
+class Task:
+    task_id: str
+    server: str
+    config: dict[str, Any]
+    tools: list[str]
+    trace: dict[str, Any]
+
+
+def traced_task(bench: Benchmark, server: str, index: int = 0) -> Task:
+    lines = (bench.root / "traces" / f"{server}.jsonl").read_text().splitlines()
+    trace = json.loads(lines[index])
+    task = bench.task(trace["task_id"])
+    return Task(
+        task.id, server, {server: bench.effective_init(task).raw}, bench.scenario_of(task).tool_names, trace
+    )
+
+
+def create(c: httpx.Client, sid: str, task: Task, **extra: Any) -> httpx.Response:
+    body = {"session_id": sid, "server_config": task.config, "available_tools": task.tools, "timeout": 108.0}
+    return c.post("/session_create", json={**body, **extra})
+
+
+def call(c: httpx.Client, sid: str, tool: str, arguments: Any) -> httpx.Response:
+    return c.post("/call_tool", json={"session_id": sid, "tool_name": tool, "arguments": arguments})
+
+
+def value(r: httpx.Response, status: int = 200) -> Any:
+    assert r.status_code == status, r.text[:1000]
+    body = r.json()
+    assert body["success"] is (status == 200)
+    assert body["content"]["type"] in ("string", "object")
+    return body["content"]["value"]
+
+
+def effects(c: httpx.Client, sid: str, server: str) -> dict[str, Any]:
+    out = value(c.post("/get_effects", json={"session_id": sid}))
+    assert list(out) == [server]
+    return dict(out[server])
+
+
+# ---- fixtures -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bench(dataset: Path) -> Benchmark:
+    return load_benchmark(dataset, strict=False)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("session-api")
+    s = start(tmp, dataset, "--warm", "1", "--record", str(tmp / "out"))
+    try:
+        yield s
+    finally:
+        code = stop(s)
+        assert code == 128 + signal.SIGTERM, s.log.read_text()[-3000:]
+
+
+@pytest.fixture()
+def dclient() -> docker.DockerClient:
+    return docker.from_env()
+
+
+# ---- transport, envelope, errors (§2, §3, §9) ----------------------------------------------
+def test_transport_and_error_bodies(served: Served) -> None:
+    with served.client() as c:
+        r = c.get("/health")
+        assert (r.status_code, r.text, r.headers["content-type"]) == (200, "OK", "text/plain; charset=utf-8")
+        assert c.head("/health").status_code == 200
+        r = c.post("/health", json={})
+        assert (r.status_code, r.text) == (405, "Method Not Allowed")
+        r = c.post("/nope", json={})
+        assert (r.status_code, r.text) == (404, "Not Found")
+        r = c.post("/session_create/", json={})
+        assert r.status_code == 307 and r.headers["location"].endswith("/session_create")
+        assert c.post("//session_create", json={}).status_code == 404
+        # the body is JSON whatever the Content-Type says (the reference CI's curl -d '{}')
+        r = c.post(
+            "/session_destroy_all",
+            content=b"{}",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert value(r) == "Ok"
+        for bad in (b"", b"not json", b"[1]"):
+            assert value(c.post("/session_destroy_all", content=bad), 400) == "Invalid input"
+        assert (
+            value(
+                c.post(
+                    "/session_create",
+                    json={"session_id": "x2", "server_config": {"sandbox_external_retail": {}}},
+                ),
+                400,
+            )
+            == "Invalid input"
+        )
+        assert (
+            value(
+                c.post(
+                    "/session_create", json={"session_id": 123, "server_config": {}, "available_tools": []}
+                ),
+                400,
+            )
+            == "Invalid input"
+        )
+        msg = value(
+            c.post(
+                "/session_create",
+                json={"session_id": "x1", "server_config": {"sandbox_retail": {}}, "available_tools": []},
+            ),
+            400,
+        )
+        assert msg.startswith("Server sandbox_retail does not exist") and all(s in msg for s in SERVERS)
+        for route in ("/list_tools", "/get_effects", "/session_destroy", "/session_info"):
+            assert value(c.post(route, json={"session_id": "nope"}), 400) == "Session does not exist"
+        assert value(call(c, "nope", "get_order", {}), 400) == "Session does not exist"
+        assert value(c.post("/garbage_collect", json={}), 400) == "Invalid input"
+        assert value(c.post("/garbage_collect", json={"inactivity_minutes": 15})) == {
+            "count": 0,
+            "session_ids": [],
+        }
+        # a session with no servers: the reference allows it
+        assert (
+            value(
+                c.post(
+                    "/session_create",
+                    json={"session_id": "empty", "server_config": {}, "available_tools": []},
+                )
+            )
+            == {}
+        )
+        assert value(c.post("/list_tools", json={"session_id": "empty"})) == {"tools": {}}
+        assert value(c.post("/get_effects", json={"session_id": "empty"})) == {}
+        assert value(c.post("/session_info", json={"session_id": "empty", "update": {"attempt": 3}})) == {
+            "attempt": 3
+        }
+        assert value(c.post("/session_info", json={"session_id": "empty", "update": {"owner": "r"}})) == {
+            "attempt": 3,
+            "owner": "r",
+        }
+        assert value(c.post("/session_destroy", json={"session_id": "empty"})) == "Ok"
+
+
+# ---- golden replay, all five servers (§3.4, §3.5, §6) ------------------------------------
+def _golden_session(served: Served, task: Task, dclient: docker.DockerClient) -> dict[str, Any]:
+    sid = f"golden-{task.server}"
+    with served.client() as c:
+        r = create(c, sid, task)
+        assert value(r) == {task.server: {}}
+        containers = list(json.loads(r.headers["x-tbx-containers"]).values())
+        tools = value(c.post("/list_tools", json={"session_id": sid}))["tools"]
+        assert set(tools) == set(task.tools)
+        for entry in tools.values():
+            assert set(entry) == {"description", "inputSchema"}
+            assert "$defs" not in json.dumps(entry["inputSchema"]) and "title" not in entry["inputSchema"]
+        for golden in task.trace["calls"]:
+            assert value(call(c, sid, golden["tool"], golden["parameters"])) == golden["result"]
+        e = effects(c, sid, task.server)
+        again = effects(c, sid, task.server)  # no side effects, repeatable
+        assert value(c.post("/session_destroy", json={"session_id": sid})) == "Ok"
+        assert value(c.post("/session_destroy", json={"session_id": sid}), 400) == "Session does not exist"
+    assert all_gone(dclient, containers), f"{task.server}: containers left after destroy"
+    assert again["result_db_hash"] == e["result_db_hash"]
+    return e
+
+
+def test_golden_replay_through_the_api_all_five_servers(
+    served: Served, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    tasks = [traced_task(bench, s) for s in SERVERS]
+    with ThreadPoolExecutor(len(tasks)) as pool:
+        results = list(pool.map(lambda t: _golden_session(served, t, dclient), tasks))
+    for task, e in zip(tasks, results, strict=True):
+        assert e["result_db_hash"] == e["golden_db_hash"] == task.trace["golden_state_hash"], task.task_id
+        assert e["diff"] == []
+        assert state_hash(e["initial_db_state"]) == task.trace["initial_state_hash"]
+        assert state_hash(e["golden_db_state"]) == e["golden_db_hash"]
+        assert ("rubrics_yesno" in e) is (task.server in YESNO)
+        if task.server in YESNO:
+            assert e["rubrics"] is not None and e["rubrics_yesno"] == list(
+                task.config[task.server].get("rubrics_yesno") or []
+            )
+        else:
+            assert e["rubrics"] is None
+    # --record: each session is a tbx attempt row under its benchmark task, passed by hash
+    out = Path(served.log.parent / "out")
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    by_task = {r["task_id"]: r for r in rows}
+    for task in tasks:
+        row = by_task[task.task_id]
+        assert row["passed"] is True and row["strict_match"] is True and row["system_error"] is False
+        record = json.loads((out / row["attempt_file"]).read_text())
+        assert [c["tool"] for c in record["trajectory"]] == [c["tool"] for c in task.trace["calls"]]
+
+
+def test_session_calls_errors_and_reserved_tools(served: Served, bench: Benchmark) -> None:
+    task = traced_task(bench, "sandbox_external_retail")
+    sid = "5b8e0c3a-2f71-4d9b-a6e4-9c1d7f2b8a05"
+    with served.client() as c:
+        value(create(c, sid, task))
+        assert value(create(c, sid, task), 400) == "Session already exists"
+        first = task.trace["calls"][0]
+        assert value(call(c, sid, "delete_customer", {}), 400) == "Tool delete_customer does not exist"
+        assert (
+            value(c.post("/call_tool", json={"session_id": sid, "tool_name": first["tool"]}), 400)
+            == "Invalid input"
+        )
+        # a tool-level error is a 200 with the server's text
+        text = value(call(c, sid, first["tool"], {}))
+        assert json.loads(text)["error"].startswith("Tool execution failed")
+        # tbx refuses every __reserved__ name, directly and through the server tool
+        assert (
+            value(call(c, sid, "__reserved__init", {"config": {}}), 400)
+            == "Tool __reserved__init does not exist"
+        )
+        wrapped = {"server_name": task.server, "tool_name": "__reserved__teardown", "arguments": {}}
+        assert (
+            value(call(c, sid, "__reserved__server_tool", wrapped), 400)
+            == f"Tool {task.server} > __reserved__teardown does not exist"
+        )
+        other = {"server_name": "sandbox_auto_insurance", "tool_name": "get_policy", "arguments": {}}
+        assert (
+            value(call(c, sid, "__reserved__server_tool", other), 400)
+            == "Tool sandbox_auto_insurance > get_policy does not exist"
+        )
+        assert value(
+            call(c, sid, "__reserved__server_tool", {"server_name": task.server}), 400
+        )  # free-text validation error
+        # the server tool reaches a visible tool, and __reserved__geteffects is answered host-side
+        via = {"server_name": task.server, "tool_name": first["tool"], "arguments": first["parameters"]}
+        assert value(call(c, sid, "__reserved__server_tool", via)) == first["result"]
+        geteffects = {"server_name": task.server, "tool_name": "__reserved__geteffects", "arguments": {}}
+        inner = json.loads(value(call(c, sid, "__reserved__server_tool", geteffects)))
+        assert inner["result_db_hash"] == state_hash(inner["result_db_state"]) and "golden_db_hash" in inner
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+def test_flags_always_json_and_proxy_info(served: Served, bench: Benchmark) -> None:
+    task = traced_task(bench, "sandbox_consulting")
+    sid = "flags"
+    tool = task.trace["calls"][0]["tool"]
+    with served.client() as c:
+        value(create(c, sid, task, always_json_output=True, geteffects_proxy_info="yes", timeout="30"))
+        text = value(call(c, sid, tool, {"table": "nope", "item": {}}))
+        json.loads(text)  # JSON in any case
+        out = value(c.post("/get_effects", json={"session_id": sid}))
+        assert list(out) == [task.server, "__reserved__proxy_info"]
+        assert out["__reserved__proxy_info"] == {
+            "tool_calls": [{"tool_name": tool, "arguments": {"table": "nope", "item": {}}, "response": text}]
+        }
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+# ---- isolation and ordering (§4.1, §4.8) ------------------------------------------------
+def test_six_concurrent_sessions_each_end_in_their_own_state(served: Served, bench: Benchmark) -> None:
+    task = traced_task(bench, "sandbox_auto_insurance")
+
+    def one(i: int) -> dict[str, Any]:
+        sid = f"iso-{i}"
+        with served.client() as c:
+            value(create(c, sid, task))
+            if i % 2 == 0:
+                for g in task.trace["calls"]:
+                    value(call(c, sid, g["tool"], g["parameters"]))
+            e = effects(c, sid, task.server)
+            value(c.post("/session_destroy", json={"session_id": sid}))
+            return e
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(one, range(6)))
+    for i, e in enumerate(results):
+        if i % 2 == 0:
+            assert (
+                e["result_db_hash"] == e["golden_db_hash"] == task.trace["golden_state_hash"]
+                and e["diff"] == []
+            )
+        else:
+            assert (
+                e["result_db_hash"] == task.trace["initial_state_hash"] != e["golden_db_hash"] and e["diff"]
+            )
+
+
+def test_calls_of_one_session_run_one_at_a_time(served: Served, bench: Benchmark) -> None:
+    task = traced_task(bench, "sandbox_consulting")
+    sid = "order"
+    n = 10
+    with served.client() as c:
+        value(create(c, sid, task))
+        before = len(effects(c, sid, task.server)["result_db_state"]["zendesk_tickets"])
+
+        def make(i: int) -> str:
+            with served.client() as cc:
+                item = {
+                    "subject": f"ordering {i}",
+                    "status": "open",
+                    "type": "task",
+                    "priority": "low",
+                    "requester_id": "8",
+                }
+                return str(value(call(cc, sid, "zendesk_create_item", {"table": "tickets", "item": item})))
+
+        with ThreadPoolExecutor(n) as pool:
+            replies = list(pool.map(make, range(n)))
+        # ids are count-based (str(count + 1)): overlapping calls would collide
+        ids = sorted(int(json.loads(r)["item"]["id"]) for r in replies)
+        assert ids == list(range(before + 1, before + n + 1)), replies
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+def _signal_server(dclient: docker.DockerClient, containers: dict[str, str], sig: int) -> None:
+    server = next(cid for role, cid in containers.items() if role not in ("postgres", "typesense"))
+    for proc in dclient.containers.get(server).top()["Processes"]:
+        os.kill(int(proc[1]), sig)
+
+
+def test_a_queued_call_that_timed_out_is_never_executed(
+    served: Served, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    task = traced_task(bench, "sandbox_consulting")
+    sid = "queued-timeout"
+    with served.client() as c:
+        r = create(c, sid, task, timeout=1.5)  # runs at most 1.5 s, waits at most 3.5 s
+        value(r)
+        containers = json.loads(r.headers["x-tbx-containers"])
+        before = effects(c, sid, task.server)["result_db_hash"]
+        _signal_server(dclient, containers, signal.SIGSTOP)  # the tool server hangs (no Docker event)
+        try:
+            read = {"table": "tickets"}
+            write = {
+                "table": "tickets",
+                "item": {
+                    "subject": "must never exist",
+                    "status": "open",
+                    "type": "task",
+                    "priority": "low",
+                    "requester_id": "8",
+                },
+            }
+
+            def send(args: tuple[str, dict[str, Any]]) -> tuple[int, str, float]:
+                t0 = time.monotonic()
+                with served.client() as cc:
+                    resp = call(cc, sid, *args)
+                return resp.status_code, resp.json()["content"]["value"], time.monotonic() - t0
+
+            with ThreadPoolExecutor(4) as pool:
+                futures = []
+                for args in [("zendesk_get_items", read)] * 3 + [("zendesk_create_item", write)]:
+                    futures.append(pool.submit(send, args))
+                    time.sleep(0.15)  # arrival order: three reads, then the write
+                answers = [f.result() for f in futures]
+        finally:
+            _signal_server(dclient, containers, signal.SIGCONT)
+        for status, message, _ in answers:
+            assert (status, message) == (504, "Tool call timed out after 1.5 seconds")
+        assert answers[-1][2] < 4.5  # answered at its 3.5 s wait limit, while the third read still ran
+        time.sleep(2.0)  # the server resumes; anything sent to it is done by now
+        after = effects(c, sid, task.server)
+        assert after["result_db_hash"] == before
+        assert not any(
+            t.get("subject") == "must never exist" for t in after["result_db_state"]["zendesk_tickets"]
+        )
+        # the session stays usable
+        assert json.loads(value(call(c, sid, "zendesk_get_items", read)))
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+# ---- faults ---------------------------------------------------------------------------------
+def test_a_killed_container_gives_a_clear_error_and_a_system_error_row(
+    served: Served, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    task = traced_task(bench, "sandbox_external_retail", 1)
+    sid = "killed"
+    with served.client() as c:
+        r = create(c, sid, task)
+        value(r)
+        containers = json.loads(r.headers["x-tbx-containers"])
+        attempt_id = r.headers["x-tbx-attempt-id"]
+        first = task.trace["calls"][0]
+        value(call(c, sid, first["tool"], first["parameters"]))
+        dclient.containers.get(containers["postgres"]).kill()
+        deadline = time.monotonic() + 30
+        while True:
+            resp = call(c, sid, first["tool"], first["parameters"])
+            if resp.status_code == 400 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        message = value(resp, 400)
+        assert "sandbox is gone" in message and "postgres" in message, message
+        assert c.post("/get_effects", json={"session_id": sid}).status_code >= 400
+        assert value(c.post("/session_destroy", json={"session_id": sid})) == "Ok"
+    assert all_gone(dclient, list(containers.values()))
+    out = served.log.parent / "out"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["attempt_id"] == attempt_id)
+    assert row["system_error"] is True and "postgres" in row["error"]
+
+
+# ---- /mcp/ (§3.10) ---------------------------------------------------------------------------
+def test_mcp_endpoint_relays_to_the_session(served: Served, bench: Benchmark) -> None:
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    task = traced_task(bench, "sandbox_neobank_support_v1")
+    sid = "mcp-view"
+    with served.client() as c:
+        value(create(c, sid, task))
+        golden = task.trace["calls"][0]
+
+        async def drive() -> tuple[list[str], str, str]:
+            async with (
+                httpx2.AsyncClient(headers={"X-TB-Session-Id": sid}, timeout=60) as http,
+                Client(streamable_http_client(served.url + "/mcp/", http_client=http), cache=None) as mcp,
+            ):
+                listed = [t.name for t in (await mcp.list_tools()).tools]
+                result = await mcp.call_tool(golden["tool"], golden["parameters"])
+                refused = await mcp.call_tool("__reserved__geteffects", {})
+            text = "".join(getattr(x, "text", "") for x in result.content)
+            return listed, text, "".join(getattr(x, "text", "") for x in refused.content)
+
+        listed, text, refused = asyncio.run(drive())
+        assert set(listed) == set(task.tools)
+        assert text == golden["result"]
+        assert "Unknown tool" in refused
+        r = c.post("/mcp/", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert r.json()["error"] == {"code": 0, "message": "Missing X-TB-Session-Id header"}
+        r = c.post(
+            "/mcp/",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={"X-TB-Session-Id": "nope"},
+        )
+        assert r.json()["error"]["message"] == "Session not found: nope"
+        assert c.post("/mcp", json={}).status_code == 307
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+# ---- auth, idle expiry, SIGTERM (a second server) ---------------------------------------------
+def test_auth_idle_expiry_and_sigterm_leave_nothing(
+    tmp_path: Path, dataset: Path, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    s = start(
+        tmp_path,
+        dataset,
+        "--warm",
+        "0",
+        "--api-key-env",
+        "TBX_TEST_KEY",
+        "--gc-minutes",
+        "0.1",
+        "--gc-every",
+        "1",
+        env={"TBX_TEST_KEY": " sekrit \n"},
+    )
+    task = traced_task(bench, "sandbox_consulting")
+    try:
+        with s.client() as anon:
+            assert anon.get("/health").status_code == 200
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "bearer sekrit"}):
+                r = anon.post("/session_create", json={}, headers=headers)
+                assert (r.status_code, r.content) == (401, b'{"success":false,"error":"Unauthorized"}')
+            assert anon.post("/nope", json={}).status_code == 401  # checked before routing
+        with s.client(headers={"Authorization": "Bearer sekrit"}) as c:
+            r = create(c, "idle", task)
+            value(r)
+            idle = list(json.loads(r.headers["x-tbx-containers"]).values())
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # /list_tools is no activity: it does not keep it alive
+                if c.post("/list_tools", json={"session_id": "idle"}).status_code == 400:
+                    break
+                time.sleep(0.5)
+            assert value(c.post("/list_tools", json={"session_id": "idle"}), 400) == "Session does not exist"
+            assert all_gone(dclient, idle)
+            r = create(c, "held", task)
+            value(r)
+            held = list(json.loads(r.headers["x-tbx-containers"]).values())
+    finally:
+        code = stop(s)
+    assert code == 128 + signal.SIGTERM
+    assert all_gone(dclient, held, timeout=30)
+    assert labelled(dclient, s.run_id) == ([], [])
