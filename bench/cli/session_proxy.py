@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.web_guard import add_guard_arguments
+
 DEFAULT_PORT = 7111
 
 
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--gc-every", type=float, default=60.0, help=argparse.SUPPRESS)  # the expiry tick (tests)
     p.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
+    add_guard_arguments(p, token=False)  # the key is --api-key-env's (the reference's 401 body)
     p.set_defaults(fn=serve_command)
 
 
@@ -47,6 +50,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.cli.served import GracefulServer
     from bench.dataset import load_benchmark
     from bench.session_api.server import ServeOptions, session_proxy_app
+    from bench.web_guard import policy_from_args
 
     api_key = None
     if args.api_key_env:
@@ -54,6 +58,13 @@ def serve_command(args: argparse.Namespace) -> int:
         if not api_key:
             print(f"error: --api-key-env {args.api_key_env}: the variable is unset or empty", file=sys.stderr)
             return 2
+    try:
+        guard = policy_from_args(args.allow_host, args.allow_origin).model_copy(
+            update={"require_json": False}
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     bench = load_benchmark(Path(args.dataset), strict=False)
     opts = ServeOptions(
         warm=args.warm,
@@ -62,6 +73,7 @@ def serve_command(args: argparse.Namespace) -> int:
         gc_minutes=args.gc_minutes,
         gc_every=args.gc_every,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
+        guard=guard,
     )
     url = f"http://{args.host}:{args.port}"
 

@@ -69,6 +69,10 @@ def _handled(fn: Handler) -> Handler:
             return await fn(request)
         except ApiError as exc:
             return fail(exc.message, exc.status)
+        except Exception as exc:
+            # The reference answers an exception while creating or calling with a 400 and its text.
+            log.exception("%s failed", request.url.path)
+            return fail(f"{exc.__class__.__name__}: {exc}")
 
     return wrapper
 
@@ -183,8 +187,11 @@ class SessionApi:
 
 async def _chunks(reply: httpx.Response) -> AsyncIterator[bytes]:
     try:
-        async for chunk in reply.aiter_raw():
-            yield chunk
+        if reply.is_stream_consumed:  # a tool call's reply, read inside its queue slot
+            yield reply.content
+        else:
+            async for chunk in reply.aiter_raw():
+                yield chunk
     finally:
         await reply.aclose()
 

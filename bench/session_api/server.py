@@ -25,6 +25,7 @@ from bench.session_api.app import SessionApi, build_app, idle_expiry
 from bench.session_api.golden import GoldenCache
 from bench.session_api.record import Recorder
 from bench.session_api.sessions import Session, SessionTable
+from bench.web_guard import GuardPolicy, WebGuard
 from sandbox import DockerProvider, ProxyServer
 from sandbox.labels import new_id
 from sandbox.provider import ping_daemon
@@ -42,6 +43,10 @@ class ServeOptions(BaseModel):
     gc_minutes: float | None = Field(default=None, gt=0)  # idle expiry; None: off (the reference's default)
     gc_every: float = Field(default=60.0, gt=0)
     golden_cache: Path | None = None
+    # Host/Origin checks against pages in the operator's browser. Content-Type stays
+    # unchecked (the reference parses any body as JSON; its CI probes with curl -d '{}'),
+    # and the bearer key is the Session API's own (its 401 body, /health exempt).
+    guard: GuardPolicy = Field(default_factory=lambda: GuardPolicy(require_json=False))
 
 
 async def docker_problem() -> str | None:
@@ -96,4 +101,4 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
             if recorder is not None:
                 recorder.close()
 
-    return build_app(api, api_key=opts.api_key, lifespan=lifespan), run_id
+    return WebGuard(build_app(api, api_key=opts.api_key, lifespan=lifespan), opts.guard), run_id

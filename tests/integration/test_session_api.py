@@ -147,7 +147,7 @@ def traced_task(bench: Benchmark, server: str, index: int = 0) -> Task:
 
 
 def create(c: httpx.Client, sid: str, task: Task, **extra: Any) -> httpx.Response:
-    body = {"session_id": sid, "server_config": task.config, "available_tools": task.tools, "timeout": 108.0}
+    body = {"session_id": sid, "server_config": task.config, "available_tools": task.tools, "timeout": 270.0}
     return c.post("/session_create", json={**body, **extra})
 
 
@@ -197,6 +197,9 @@ def test_transport_and_error_bodies(served: Served) -> None:
         r = c.get("/health")
         assert (r.status_code, r.text, r.headers["content-type"]) == (200, "OK", "text/plain; charset=utf-8")
         assert c.head("/health").status_code == 200
+        # tbx's web guard: a page in the operator's browser cannot drive it (DNS rebinding, cross-origin)
+        assert c.get("/health", headers={"Host": "evil.example"}).status_code == 421
+        assert c.post("/session_destroy_all", json={}, headers={"Origin": "http://evil.example"}).status_code == 403
         r = c.post("/health", json={})
         assert (r.status_code, r.text) == (405, "Method Not Allowed")
         r = c.post("/nope", json={})
