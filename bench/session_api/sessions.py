@@ -42,7 +42,7 @@ from sandbox import ProxyServer, SandboxProvider
 from sandbox.labels import new_id
 from sandbox.mcp_clients import list_all_tools, upstream_client
 from sandbox.proxy_models import ToolPolicy
-from sandbox.proxy_relay import reply_message
+from sandbox.proxy_relay import UpstreamError, UpstreamPool, reply_message
 from sandbox.proxy_routes import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
@@ -193,6 +193,7 @@ class SessionTable:
         self._images = images
         self.on_closed = on_closed
         self.sessions: dict[str, Session] = {}
+        self._relay_pools: dict[str, UpstreamPool] = {}  # tbx proxy endpoint -> keep-alive connections
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_keepalive_connections=64)
         )
@@ -333,16 +334,22 @@ class SessionTable:
     async def _relay_call(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
         live = self._check_alive(session)
         params = {"name": name, "arguments": arguments, "_meta": CALL_META}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+        headers = [
+            *self._headers(live).items(),
+            ("Content-Type", "application/json"),
+            (MCP_METHOD_HEADER, "tools/call"),
+            (MCP_NAME_HEADER, encode_header_value(name)),
+        ]
+        # A raw keep-alive exchange (sandbox.proxy_relay), not httpx: ~2 ms less CPU per call here.
+        pool = self._relay_pools.get(live.url)
+        if pool is None:
+            pool = self._relay_pools[live.url] = UpstreamPool(live.url)
         try:
-            headers = {
-                **self._headers(live),
-                MCP_METHOD_HEADER: "tools/call",
-                MCP_NAME_HEADER: encode_header_value(name),
-            }
-            reply = await self.http.post(live.url, json=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise ApiError(f"tool call {name} failed: the session proxy did not answer ({exc!r})") from None
+            status, reply_headers, raw = await pool.post(body, headers)
+        except UpstreamError as exc:
+            raise ApiError(f"tool call {name} failed: the session proxy did not answer ({exc})") from None
+        reply = _Reply(status, reply_headers, raw)
         if reply.status_code == 503:
             self._check_alive(session)  # the watch saw the loss: say so
         message = reply_message(reply.content, reply.headers.get("content-type", "application/json"))
@@ -441,6 +448,17 @@ class SessionTable:
     async def aclose(self) -> None:
         await self.destroy_all()
         await self.http.aclose()
+
+
+class _Reply:
+    """The parts of a proxy reply `_relay_call` reads."""
+
+    def __init__(self, status: int, headers: dict[str, str], content: bytes):
+        self.status_code, self.headers, self.content = status, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
