@@ -199,7 +199,10 @@ def test_transport_and_error_bodies(served: Served) -> None:
         assert c.head("/health").status_code == 200
         # tbx's web guard: a page in the operator's browser cannot drive it (DNS rebinding, cross-origin)
         assert c.get("/health", headers={"Host": "evil.example"}).status_code == 421
-        assert c.post("/session_destroy_all", json={}, headers={"Origin": "http://evil.example"}).status_code == 403
+        assert (
+            c.post("/session_destroy_all", json={}, headers={"Origin": "http://evil.example"}).status_code
+            == 403
+        )
         r = c.post("/health", json={})
         assert (r.status_code, r.text) == (405, "Method Not Allowed")
         r = c.post("/nope", json={})

@@ -23,7 +23,6 @@ from bench.session_api.sessions import QueueTimeout, Session, _json_output
 from judge.canonical import state_hash
 
 
-
 # ---- request validation ----------------------------------------------------------
 def test_create_body_is_lax_like_the_reference() -> None:
     body = CreateBody.model_validate(
