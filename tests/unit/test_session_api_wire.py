@@ -245,3 +245,28 @@ def test_queued_call_that_timed_out_is_never_executed() -> None:
         assert await session.run(lambda: asyncio.sleep(0, result="ok")) == "ok"
 
     asyncio.run(main())
+
+
+# ---- /health follows the Docker daemon --------------------------------------------------
+def test_health_fails_while_the_docker_daemon_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import httpx
+
+    from bench.session_api.app import SessionApi, build_app
+    from bench.session_api.server import docker_problem
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+
+    async def main() -> tuple[int, str, str | None]:
+        problem = await docker_problem()
+        app = build_app(SessionApi(None, docker_problem))  # type: ignore[arg-type]  # /health needs no table
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as c:
+            r = await c.get("/health")
+        return r.status_code, r.text, problem
+
+    status, text, problem = asyncio.run(main())
+    assert problem is not None and problem.startswith("Docker daemon unavailable")
+    assert status == 503 and text.startswith("Docker daemon unavailable")
