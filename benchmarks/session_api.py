@@ -9,7 +9,7 @@ clients do:
    created, one golden call made, effects read, destroyed. The first session of a
    task pays its golden replay (a sandbox of its own); later ones of the same task
    find it cached. Both are reported, each including the golden state.
-2. ``call``: N calls of a read-only tool (retail `get_order` on the task's order),
+2. ``call``: N calls of a read-only tool (consulting `zendesk_get_items` of the tickets),
    interleaved call by call: ``direct`` = an MCP client straight to a server
    container of a sandbox this script starts itself; ``api`` = POST /call_tool
    (session FIFO, tbx's session proxy, recording). Added p50 = api - direct.
@@ -157,8 +157,8 @@ def bench_create(url: str, bench: Any, rounds: int, warm: int) -> None:
 
 
 def bench_call(url: str, bench: Any, n: int) -> None:
-    t = traced(bench, "sandbox_external_retail", 0)
-    call = next(g for g in t["trace"]["calls"] if g["tool"] == "get_order")
+    t = traced(bench, "sandbox_consulting", 0)
+    call = {"tool": "zendesk_get_items", "parameters": {"table": "tickets"}}  # read-only, every domain has it
     sb = Sandbox(sandbox_request(bench, t["task"], typesense=False))
     handle = sb.start()
     try:
@@ -166,7 +166,7 @@ def bench_call(url: str, bench: Any, n: int) -> None:
         async def direct_and_api() -> tuple[list[float], list[float]]:
             direct, api = [], []
             async with (
-                upstream_client(handle.servers["retail"], handle.server_headers) as mcp,
+                upstream_client(handle.servers["consulting"], handle.server_headers) as mcp,
                 httpx.AsyncClient(base_url=url, timeout=60) as c,
             ):
                 body = {
