@@ -45,6 +45,7 @@ from sandbox.errors import (
 from sandbox.fate import describe
 from sandbox.hostguard import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
+from sandbox.oom import oom_killed
 from sandbox.preparer import Preparer, TypesenseEndpoint
 from sandbox.progress import HARD_CAP, StartDeadline
 from sandbox.services import (
@@ -369,7 +370,8 @@ class Sandbox:
         wrapped.reload()
         if wrapped.status in ("exited", "dead"):
             raise ContainerStartError(
-                f"sandbox start failed: {describe(role, wrapped.attrs)}; last log lines:\n{_tail_logs(container)}"
+                f"sandbox start failed: {describe(role, wrapped.attrs, oom_killed(wrapped.attrs))}; "
+                f"last log lines:\n{_tail_logs(container)}"
             )
 
     def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
