@@ -117,3 +117,39 @@ def test_gc_run_removes_that_run_even_while_its_owner_lives(
     _network(scoped_run, live_pid)
     out = _gc(capsys, "--run", scoped_run)
     assert _names(scoped_run) == set() and "removed 0 containers, 1 networks" in out
+
+
+def test_gc_prunes_the_host_cache_of_builds_and_processes_gone(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against the daemon's real image list: the golden set of the servers image that
+    exists stays, a removed build's set, a dead process's in-use record and a removed
+    image's runtime-volume lock go."""
+    from bench.cli.gc import prune_cache
+    from bench.run.golden import image_dir
+    from sandbox.images import require_image
+    from sandbox.runtime_volumes import volume_name
+
+    monkeypatch.setenv("TBX_CACHE", str(tmp_path))
+    monkeypatch.delenv("TBX_GOLDEN_CACHE", raising=False)
+    current = docker_client().images.get(require_image("servers")).id
+    removed_build = "sha256:" + "0" * 64
+    for image in (current, removed_build):
+        (tmp_path / "golden" / image_dir(image) / "ab").mkdir(parents=True)
+    (tmp_path / "images-in-use").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    (tmp_path / "images-in-use" / f"{proc.pid}.json").write_text("[]")
+    (tmp_path / "runtime-volumes").mkdir()
+    for image in (current, removed_build):
+        (tmp_path / "runtime-volumes" / f"{volume_name(image, '/usr')}.lock").write_text("")
+
+    pruned = prune_cache()
+    assert pruned == {
+        "golden sets of removed servers builds": [image_dir(removed_build)],
+        "in-use records of exited processes": [f"{proc.pid}.json"],
+        "runtime-volume locks of removed images": [f"{volume_name(removed_build, '/usr')}.lock"],
+    }
+    assert (tmp_path / "golden" / image_dir(current)).is_dir()
+    assert (tmp_path / "runtime-volumes" / f"{volume_name(current, '/usr')}.lock").is_file()
+    assert not any(prune_cache().values())
