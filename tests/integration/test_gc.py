@@ -5,6 +5,7 @@ command never sees (or removes) anything another process owns."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ class _ScopedClient:
     def __init__(self, client: docker.DockerClient, run: str):
         self.containers = _Scoped(client.containers, run)
         self.networks = _Scoped(client.networks, run)
+        self.api = client.api
 
 
 @pytest.fixture
@@ -153,3 +155,36 @@ def test_gc_prunes_the_host_cache_of_builds_and_processes_gone(
     assert (tmp_path / "golden" / image_dir(current)).is_dir()
     assert (tmp_path / "runtime-volumes" / f"{volume_name(current, '/usr')}.lock").is_file()
     assert not any(prune_cache().values())
+
+
+def test_a_network_with_a_stale_endpoint_is_force_disconnected_and_removed(
+    scoped_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon refuses to remove a network that still has an endpoint ("has active
+    endpoints"); when a killed container's endpoint outlives it, nothing is left to
+    remove but the endpoint. Made here with a real connected container the sweep is
+    kept from removing (as if the daemon had lost it): the daemon's real refusal, the
+    real forced disconnect. (A true stale endpoint, whose container is gone, could not
+    be produced on demand, on this daemon or a second one.)"""
+    from sandbox.images import require_image
+
+    net = _network(scoped_run, _dead_pid())  # an orphan: the sweep removes it
+    client = docker_client()
+    holder = client.containers.run(
+        require_image("postgres"),
+        entrypoint=["sleep", "120"],
+        detach=True,
+        network=net,
+        labels=lbl.labels_for(lbl.new_id("other"), lbl.new_id("att"), "holder", os.getpid()),
+    )
+    real_remove = sweeper.remove_container
+    monkeypatch.setattr(sweeper, "remove_container", lambda c: False if c.id == holder.id else real_remove(c))
+    try:
+        result = sweeper.sweep()
+        assert result.networks == [net] and not result.failed, result
+        assert result.disconnected == [f"{net}: {holder.name}"]
+        assert "force-disconnected 1 stale endpoints" in str(result)
+        holder.reload()
+        assert net not in holder.attrs["NetworkSettings"]["Networks"]
+    finally:
+        holder.remove(force=True)
