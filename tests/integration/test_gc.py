@@ -164,8 +164,9 @@ def test_a_network_with_a_stale_endpoint_is_force_disconnected_and_removed(
     endpoints"); when a killed container's endpoint outlives it, nothing is left to
     remove but the endpoint. Made here with a real connected container the sweep is
     kept from removing (as if the daemon had lost it): the daemon's real refusal, the
-    real forced disconnect. (A true stale endpoint, whose container is gone, could not
-    be produced on demand, on this daemon or a second one.)"""
+    real forced disconnect. (A true stale endpoint, whose container is gone, is not
+    made here: no way to produce one on demand was found; a second daemon of the
+    test's own, killed mid-removal, is the place to try.)"""
     from sandbox.images import require_image
 
     net = _network(scoped_run, _dead_pid())  # an orphan: the sweep removes it
