@@ -137,7 +137,12 @@ def sweep(
                     raise
                 # An endpoint the daemon lost track of when a container was killed (no
                 # container left to remove): only a forced disconnect lets the network go.
-                result.disconnected += [f"{n.name}: {e}" for e in force_disconnect(n)]
+                # None listed (the daemon's endpoint count drifted): nothing the API can
+                # clear; reported below and left, a daemon restart clears it.
+                disconnected = force_disconnect(n)
+                if not disconnected:
+                    raise
+                result.disconnected += [f"{n.name}: {e}" for e in disconnected]
                 removed = remove_network(n)
             if removed:
                 result.networks.append(n.name)
