@@ -498,7 +498,9 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
     assert "submit_message" in json.dumps(schema["action"])
 
     assert http.post("/reset", json={"test_uid": "nope"}).status_code == 400
-    assert http.post("/reset", content=b"{broken").status_code == 400
+    json_type = {"Content-Type": "application/json"}
+    assert http.post("/reset", content=b"{broken", headers=json_type).status_code == 400
+    assert http.post("/reset", content=b"{broken").status_code == 415  # bench.web_guard: JSON only
     assert http.post("/step", json={"action": {"type": "list_tools"}}).status_code == 400
     assert (
         http.post("/step", json={"action": {"type": "list_tools"}, "episode_id": "ep-x"}).status_code == 404
