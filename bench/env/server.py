@@ -36,6 +36,7 @@ from bench.env.episode import Episode
 from bench.env.host import EnvHost
 from bench.env.protocol import EnvError, EpisodeState, ErrorCode, ResetRequest, parse_action, schemas
 from bench.env.readiness import Readiness
+from bench.run.client_errors import client_error_text
 from bench.web_guard import GuardPolicy, WebGuard
 
 log = logging.getLogger(__name__)
@@ -113,9 +114,7 @@ class EnvServer:
         except Exception as exc:
             log.exception("websocket session failed")
             with contextlib.suppress(Exception):
-                await self._send_error(
-                    ws, EnvError(ErrorCode.EXECUTION_ERROR, f"{exc.__class__.__name__}: {exc}")
-                )
+                await self._send_error(ws, EnvError(ErrorCode.EXECUTION_ERROR, client_error_text(exc, None)))
         finally:
             if episode is not None and not episode.done:
                 await episode.close("the client closed the connection")
