@@ -9,8 +9,9 @@ name equal to its submodule's would be shadowed by the submodule.)"""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from sandbox.errors import (
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
     )
 
 # name -> the module that defines it; imported on first use, so `import sandbox`
-# (and its light submodules) stays cheap for the command line.
+# (and its light submodules) stays cheap for the command line. The
+# TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
     "AdminClient": "sandbox.proxy_admin",
     "AsyncSandbox": "sandbox.sandbox",
@@ -109,53 +111,6 @@ _EXPORTS: dict[str, str] = {
     "upstream_client": "sandbox.proxy",
 }
 
-__all__ = [
-    "DEFAULT_CALL_TIMEOUT",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "AdminClient",
-    "AsyncSandbox",
-    "AttemptHandle",
-    "ContainerStartError",
-    "DockerProvider",
-    "DockerSession",
-    "DockerUnavailableError",
-    "ImageMissingError",
-    "Limits",
-    "NetworkPoolExhaustedError",
-    "PgEndpoint",
-    "ProxyCall",
-    "ProxyError",
-    "ProxyServer",
-    "Registration",
-    "Sandbox",
-    "SandboxError",
-    "SandboxPool",
-    "SandboxProvider",
-    "SandboxRequest",
-    "SandboxSession",
-    "SeedError",
-    "SweepResult",
-    "build_image",
-    "image_tag",
-    "leftovers",
-    "list_all_tools",
-    "new_id",
-    "proxy_client",
-    "require_image",
-    "resolve_images",
-    "sweep",
-    "upstream_client",
-]
+__all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
