@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from sandbox.labels import (
         new_id,
     )
+    from sandbox.mcp_clients import (
+        list_all_tools,
+        proxy_client,
+        upstream_client,
+    )
     from sandbox.pool import (
         SandboxPool,
     )
@@ -42,16 +47,19 @@ if TYPE_CHECKING:
     from sandbox.proxy import (
         DEFAULT_CALL_TIMEOUT,
         DEFAULT_MAX_REQUEST_BYTES,
-        ProxyCall,
-        ProxyError,
         ProxyServer,
-        Registration,
-        list_all_tools,
-        proxy_client,
-        upstream_client,
     )
     from sandbox.proxy_admin import (
         AdminClient,
+    )
+    from sandbox.proxy_models import (
+        ProxyCall,
+        ProxyError,
+        RegisterRequest,
+        Registration,
+        SandboxGoneError,
+        ToolPolicy,
+        Upstream,
     )
     from sandbox.sandbox import (
         AsyncSandbox,
@@ -87,28 +95,32 @@ _EXPORTS: dict[str, str] = {
     "Limits": "sandbox.services",
     "NetworkPoolExhaustedError": "sandbox.errors",
     "PgEndpoint": "sandbox.sandbox",
-    "ProxyCall": "sandbox.proxy",
-    "ProxyError": "sandbox.proxy",
+    "ProxyCall": "sandbox.proxy_models",
+    "ProxyError": "sandbox.proxy_models",
     "ProxyServer": "sandbox.proxy",
-    "Registration": "sandbox.proxy",
+    "RegisterRequest": "sandbox.proxy_models",
+    "Registration": "sandbox.proxy_models",
     "Sandbox": "sandbox.sandbox",
     "SandboxError": "sandbox.errors",
+    "SandboxGoneError": "sandbox.proxy_models",
     "SandboxPool": "sandbox.pool",
     "SandboxProvider": "sandbox.provider",
     "SandboxRequest": "sandbox.sandbox",
     "SandboxSession": "sandbox.provider",
     "SeedError": "sandbox.errors",
     "SweepResult": "sandbox.sweeper",
+    "ToolPolicy": "sandbox.proxy_models",
+    "Upstream": "sandbox.proxy_models",
     "build_image": "sandbox.images",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
-    "list_all_tools": "sandbox.proxy",
+    "list_all_tools": "sandbox.mcp_clients",
     "new_id": "sandbox.labels",
-    "proxy_client": "sandbox.proxy",
+    "proxy_client": "sandbox.mcp_clients",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",
     "sweep": "sandbox.sweeper",
-    "upstream_client": "sandbox.proxy",
+    "upstream_client": "sandbox.mcp_clients",
 }
 
 __all__ = sorted(_EXPORTS)

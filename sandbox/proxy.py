@@ -14,7 +14,7 @@ background thread (`sandbox.proxy_host`) and offers the blocking and async
 registration API; `tbx proxy` adds a separate admin listener
 (`sandbox.proxy_admin`) taking the same `RegisterRequest`. The records are
 in `sandbox.proxy_models`, the tool table in `sandbox.proxy_routes`, the MCP
-clients in `sandbox.mcp_clients` (records and clients re-exported here).
+clients in `sandbox.mcp_clients`.
 
 Per attempt the proxy keeps one upstream MCP client per backend server
 (entered once, reused for every call) and one low-level MCP `Server` of its
@@ -65,7 +65,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from sandbox import proxy_relay as relay
-from sandbox.mcp_clients import list_all_tools, proxy_client, upstream_client
+from sandbox.mcp_clients import list_all_tools, upstream_client
 from sandbox.proxy_host import HOST, LoopHost, listen
 from sandbox.proxy_models import (
     Outcome,
@@ -73,30 +73,11 @@ from sandbox.proxy_models import (
     ProxyError,
     RegisterRequest,
     Registration,
-    SandboxGoneError,
     ToolPolicy,
     Upstream,
 )
 from sandbox.proxy_routes import RESERVED_PREFIX, Route, build_routes
 from sandbox.proxy_watch import SandboxWatch, check_alive
-
-__all__ = [
-    "DEFAULT_CALL_TIMEOUT",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "AttemptRegistry",
-    "Outcome",
-    "ProxyCall",
-    "ProxyError",
-    "ProxyServer",
-    "RegisterRequest",
-    "Registration",
-    "SandboxGoneError",
-    "ToolPolicy",
-    "Upstream",
-    "list_all_tools",
-    "proxy_client",
-    "upstream_client",
-]
 
 log = logging.getLogger(__name__)
 

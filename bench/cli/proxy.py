@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 
 
 def proxy_command(args: argparse.Namespace) -> int:
-    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
+    from sandbox import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
 
     proxy = ProxyServer(
         port=args.port,

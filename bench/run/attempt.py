@@ -40,11 +40,17 @@ from bench.run.errors import DatasetMismatch
 from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
-from sandbox import Limits, ProxyCall, ProxyServer, SandboxProvider, SandboxRequest
+from sandbox import (
+    Limits,
+    ProxyCall,
+    ProxyServer,
+    SandboxGoneError,
+    SandboxProvider,
+    SandboxRequest,
+    ToolPolicy,
+)
 from sandbox.fate import lost_container
 from sandbox.provider import SandboxSession
-from sandbox.proxy import SandboxGoneError
-from sandbox.proxy_models import ToolPolicy
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 

@@ -22,8 +22,7 @@ import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from sandbox import proxy_relay as relay
-from sandbox.proxy import (
+from sandbox import (
     ProxyCall,
     ProxyError,
     ProxyServer,
@@ -34,6 +33,7 @@ from sandbox.proxy import (
     proxy_client,
     upstream_client,
 )
+from sandbox import proxy_relay as relay
 from sandbox.proxy_admin import AdminClient
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string", "description": "upstream words"}}}
