@@ -30,11 +30,6 @@ if TYPE_CHECKING:
     from sandbox.labels import (
         new_id,
     )
-    from sandbox.mcp_clients import (
-        list_all_tools,
-        proxy_client,
-        upstream_client,
-    )
     from sandbox.pool import (
         SandboxPool,
     )
@@ -44,15 +39,19 @@ if TYPE_CHECKING:
         SandboxProvider,
         SandboxSession,
     )
-    from sandbox.proxy import (
-        DEFAULT_CALL_TIMEOUT,
-        DEFAULT_MAX_REQUEST_BYTES,
-        ProxyServer,
-    )
-    from sandbox.proxy_admin import (
+    from sandbox.proxy.admin import (
         AdminClient,
     )
-    from sandbox.proxy_models import (
+    from sandbox.proxy.clients import (
+        list_all_tools,
+        proxy_client,
+        upstream_client,
+    )
+    from sandbox.proxy.limits import (
+        DEFAULT_CALL_TIMEOUT,
+        DEFAULT_MAX_REQUEST_BYTES,
+    )
+    from sandbox.proxy.models import (
         ProxyCall,
         ProxyError,
         RegisterRequest,
@@ -60,6 +59,9 @@ if TYPE_CHECKING:
         SandboxGoneError,
         ToolPolicy,
         Upstream,
+    )
+    from sandbox.proxy.server import (
+        ProxyServer,
     )
     from sandbox.sandbox import (
         AsyncSandbox,
@@ -82,12 +84,12 @@ if TYPE_CHECKING:
 # (and its light submodules) stays cheap for the command line. The
 # TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
-    "AdminClient": "sandbox.proxy_admin",
+    "AdminClient": "sandbox.proxy.admin",
     "AsyncSandbox": "sandbox.sandbox",
     "AttemptHandle": "sandbox.sandbox",
     "ContainerStartError": "sandbox.errors",
-    "DEFAULT_CALL_TIMEOUT": "sandbox.proxy",
-    "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy",
+    "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
+    "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy.limits",
     "DockerProvider": "sandbox.provider",
     "DockerSession": "sandbox.provider",
     "DockerUnavailableError": "sandbox.errors",
@@ -95,32 +97,32 @@ _EXPORTS: dict[str, str] = {
     "Limits": "sandbox.services",
     "NetworkPoolExhaustedError": "sandbox.errors",
     "PgEndpoint": "sandbox.sandbox",
-    "ProxyCall": "sandbox.proxy_models",
-    "ProxyError": "sandbox.proxy_models",
-    "ProxyServer": "sandbox.proxy",
-    "RegisterRequest": "sandbox.proxy_models",
-    "Registration": "sandbox.proxy_models",
+    "ProxyCall": "sandbox.proxy.models",
+    "ProxyError": "sandbox.proxy.models",
+    "ProxyServer": "sandbox.proxy.server",
+    "RegisterRequest": "sandbox.proxy.models",
+    "Registration": "sandbox.proxy.models",
     "Sandbox": "sandbox.sandbox",
     "SandboxError": "sandbox.errors",
-    "SandboxGoneError": "sandbox.proxy_models",
+    "SandboxGoneError": "sandbox.proxy.models",
     "SandboxPool": "sandbox.pool",
     "SandboxProvider": "sandbox.provider",
     "SandboxRequest": "sandbox.sandbox",
     "SandboxSession": "sandbox.provider",
     "SeedError": "sandbox.errors",
     "SweepResult": "sandbox.sweeper",
-    "ToolPolicy": "sandbox.proxy_models",
-    "Upstream": "sandbox.proxy_models",
+    "ToolPolicy": "sandbox.proxy.models",
+    "Upstream": "sandbox.proxy.models",
     "build_image": "sandbox.images",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
-    "list_all_tools": "sandbox.mcp_clients",
+    "list_all_tools": "sandbox.proxy.clients",
     "new_id": "sandbox.labels",
-    "proxy_client": "sandbox.mcp_clients",
+    "proxy_client": "sandbox.proxy.clients",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",
     "sweep": "sandbox.sweeper",
-    "upstream_client": "sandbox.mcp_clients",
+    "upstream_client": "sandbox.proxy.clients",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -35,7 +35,7 @@ from sandbox.boots import BootGate
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
-from sandbox.proxy_models import RegisterRequest, ToolPolicy
+from sandbox.proxy.models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import remove_stopped, sweep
 from sandbox.teardown import Reaper

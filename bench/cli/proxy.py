@@ -4,7 +4,7 @@
 
 prints the agent-facing MCP endpoint, the admin endpoint and the admin token,
 then serves until Ctrl-C/SIGTERM. Attempts are registered over the admin API
-(`sandbox.proxy_admin`, documented there; `AdminClient` is its Python client).
+(`sandbox.proxy.admin`, documented there; `AdminClient` is its Python client).
 """
 
 from __future__ import annotations

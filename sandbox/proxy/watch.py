@@ -22,7 +22,7 @@ import requests.exceptions
 
 from sandbox.docker_client import docker_client
 from sandbox.fate import lost_container
-from sandbox.proxy_models import SandboxGoneError
+from sandbox.proxy.models import SandboxGoneError
 
 log = logging.getLogger(__name__)
 
