@@ -36,17 +36,16 @@ from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
 from sandbox import runtime_volumes
+from sandbox.container_fate import describe
 from sandbox.docker_client import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
     ImageMissingError,
     SandboxError,
 )
-from sandbox.fate import describe
-from sandbox.hostguard import bridge_name, ensure_host_guard
+from sandbox.host_firewall import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
 from sandbox.preparer import Preparer, TypesenseEndpoint
-from sandbox.progress import HARD_CAP, StartDeadline
 from sandbox.services import (
     PG_BOOTSTRAP_PASSWORD,
     PG_PORT,
@@ -62,10 +61,11 @@ from sandbox.services import (
     server_spec,
     typesense_spec,
 )
+from sandbox.start_deadline import HARD_CAP, StartDeadline
 from sandbox.subnets import AttemptSubnet, with_subnet
 
 if TYPE_CHECKING:
-    from sandbox.teardown import Reaper
+    from sandbox.reaper import Reaper
 
 POLL_INTERVAL = 0.01
 MAX_POLL_INTERVAL = 0.05
@@ -375,7 +375,7 @@ class Sandbox:
     def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
         last: Exception | None = None
         next_check = time.monotonic() + ALIVE_CHECK_EVERY
-        # The timeout counts time without progress (sandbox.progress): a container still
+        # The timeout counts time without progress (sandbox.start_deadline): a container still
         # using CPU is starting slowly on a busy machine, not hung.
         wait = StartDeadline(
             deadline - self.request.start_timeout,
@@ -506,7 +506,7 @@ class AsyncSandbox:
     def __init__(self, request: SandboxRequest):
         self.sandbox = Sandbox(request)
         self._started = False
-        # With a reaper (sandbox.teardown), leaving the block hands the set over for
+        # With a reaper (sandbox.reaper), leaving the block hands the set over for
         # removal in the background instead of waiting for Docker.
         self.reaper: Reaper | None = None
 

@@ -49,7 +49,7 @@ from sandbox import (
     SandboxRequest,
     ToolPolicy,
 )
-from sandbox.fate import lost_container
+from sandbox.container_fate import lost_container
 from sandbox.provider import SandboxSession
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
@@ -228,7 +228,7 @@ def _dataset(path: str, release: str | None, expected: str | None) -> Benchmark:
 
 
 def _lost_container(session: SandboxSession) -> str | None:
-    """A container of `session` that died, described (sandbox.fate); None when all run."""
+    """A container of `session` that died, described (sandbox.container_fate); None when all run."""
     containers = session.register_request(ToolPolicy()).containers
     return lost_container(containers) if containers else None
 
