@@ -70,9 +70,8 @@ from bench.run.grading import grade
 from bench.run.recording import error_message, write_graded, write_system_error
 from bench.run.request import task_preparation
 from judge.records import AttemptRecord
+from sandbox import ProxyCall, RegisterRequest, Registration, list_all_tools, proxy_client
 from sandbox.labels import new_id
-from sandbox.proxy import ProxyCall, Registration, list_all_tools, proxy_client
-from sandbox.proxy_models import RegisterRequest
 
 
 class _Close:
