@@ -1,11 +1,11 @@
-"""How a lost container is described (sandbox.fate.describe), from `docker inspect` documents."""
+"""How a lost container is described (sandbox.container_fate.describe), from `docker inspect` documents."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from sandbox.fate import describe
+from sandbox.container_fate import describe
 from sandbox.oom import cgroup_oom_kills, kernel_logged_oom, oom_killed
 
 
