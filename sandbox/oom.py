@@ -105,8 +105,9 @@ def _timestamp(text: str) -> float | None:
         return None
 
 
-def _daemon_recorded(client: Any, cid: str, since: float | None) -> bool:
-    """The daemon's flag is set now, or its event log holds an `oom` event of the container."""
+def _daemon_recorded(client: Any, cid: str, since: float | None) -> bool | None:
+    """The daemon's flag is set now, or its event log holds an `oom` event of the
+    container; None when the container was removed meanwhile (nothing more will come)."""
     try:
         if (client.api.inspect_container(cid).get("State") or {}).get("OOMKilled"):
             return True
@@ -118,8 +119,10 @@ def _daemon_recorded(client: Any, cid: str, since: float | None) -> bool:
         )
         with contextlib.closing(events):
             return any(e.get("Action") == "oom" for e in events)
+    except docker.errors.NotFound:
+        return None
     except (docker.errors.APIError, requests.exceptions.RequestException):
-        return False  # removed meanwhile, or the daemon away: no record to be had
+        return False  # the daemon away: no record to be had now
 
 
 def oom_killed(attrs: Mapping[str, Any], client: Any = None, *, grace: float = OOM_GRACE) -> bool:
@@ -137,8 +140,11 @@ def oom_killed(attrs: Mapping[str, Any], client: Any = None, *, grace: float = O
         return True
     deadline = time.monotonic() + grace
     while True:
-        if (cgroup_oom_kills(cid, parent) or 0) > 0 or _daemon_recorded(client, cid, since):
+        if (cgroup_oom_kills(cid, parent) or 0) > 0:
             return True
-        if time.monotonic() >= deadline:
+        recorded = _daemon_recorded(client, cid, since)
+        if recorded:
+            return True
+        if recorded is None or time.monotonic() >= deadline:
             return False
         time.sleep(POLL_EVERY)

@@ -14,8 +14,8 @@ import docker.errors
 from testcontainers.core.container import DockerContainer
 
 from sandbox.container_fate import describe
-from sandbox.oom import oom_killed
 from sandbox.errors import ContainerStartError
+from sandbox.oom import oom_killed
 from sandbox.start_deadline import HARD_CAP, StartDeadline
 
 POLL_INTERVAL = 0.01
