@@ -17,10 +17,8 @@ from collections.abc import AsyncIterator
 from bench.replay.sandboxed import dump_dsn
 from bench.run.attempt import AttemptOutcome, AttemptSpec, _lost_container, _views
 from judge import State
-from sandbox import ProxyCall, ProxyServer, SandboxProvider
+from sandbox import ProxyCall, ProxyServer, SandboxGoneError, SandboxProvider, ToolPolicy
 from sandbox.provider import SandboxSession
-from sandbox.proxy import SandboxGoneError
-from sandbox.proxy_models import ToolPolicy
 
 
 class LiveAttempt:

@@ -25,8 +25,7 @@ from bench.run.request import TaskPreparation
 from bench.session_api.server_config import SessionServer
 from judge.canonical import state_hash
 from judge.records import GoldenState, ToolCallView, atomic_write
-from sandbox import SandboxProvider, SandboxRequest
-from sandbox.proxy_models import ToolPolicy
+from sandbox import SandboxProvider, SandboxRequest, ToolPolicy
 
 log = logging.getLogger(__name__)
 

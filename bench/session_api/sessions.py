@@ -38,12 +38,10 @@ from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToo
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
 from judge.records import GoldenState
-from sandbox import ProxyServer, SandboxProvider
+from sandbox import ProxyServer, SandboxProvider, ToolPolicy, list_all_tools, upstream_client
 from sandbox.labels import new_id
-from sandbox.mcp_clients import list_all_tools, upstream_client
-from sandbox.proxy_models import ToolPolicy
-from sandbox.proxy_relay import UpstreamError, UpstreamPool, reply_message
-from sandbox.proxy_routes import RESERVED_PREFIX
+from sandbox.proxy.relay import UpstreamError, UpstreamPool, reply_message
+from sandbox.proxy.routes import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +339,7 @@ class SessionTable:
             (MCP_METHOD_HEADER, "tools/call"),
             (MCP_NAME_HEADER, encode_header_value(name)),
         ]
-        # A raw keep-alive exchange (sandbox.proxy_relay), not httpx: ~2 ms less CPU per call here.
+        # A raw keep-alive exchange (sandbox.proxy.relay), not httpx: ~2 ms less CPU per call here.
         pool = self._relay_pools.get(live.url)
         if pool is None:
             pool = self._relay_pools[live.url] = UpstreamPool(live.url)
