@@ -352,25 +352,26 @@ class SessionTable:
             self._check_alive(session)  # the watch saw the loss: say so
         message = reply_message(reply.content, reply.headers.get("content-type", "application/json"))
         if reply.status_code != 200 or message is None:
-            lost = await live.lost_container()
-            if lost is not None:
-                raise SandboxLost(
-                    f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
-                )
+            await self._raise_if_lost(live)
             raise ApiError(f"tool call {name} failed: HTTP {reply.status_code}: {reply.text[:500]}")
         if "error" in message:
+            await self._raise_if_lost(live)  # a server whose database died may answer a bare error
             raise ApiError(str(message["error"].get("message", message["error"])))
-        content = (message.get("result") or {}).get("content") or []
+        result = message.get("result") or {}
+        content = result.get("content") or []
         if not content or content[0].get("type") != "text":
             raise ApiError("Internal Server Error", 500)  # the reference's answer to a result without text
-        text = str(content[0].get("text", ""))
-        if text.startswith("Tool call '") and " failed: the tool server did not answer" in text:
-            lost = await live.lost_container()
-            if lost is not None:
-                raise SandboxLost(
-                    f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
-                )
-        return text
+        if result.get("isError"):  # an MCP error result may be a dead container's doing
+            await self._raise_if_lost(live)
+        return str(content[0].get("text", ""))
+
+    @staticmethod
+    async def _raise_if_lost(live: LiveAttempt) -> None:
+        lost = live.gone() or await live.lost_container()
+        if lost is not None:
+            raise SandboxLost(
+                f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
+            )
 
     @staticmethod
     def _headers(live: LiveAttempt) -> dict[str, str]:
