@@ -47,7 +47,7 @@ from bench.env.protocol import (
 )
 from bench.env.recording import NO_JUDGE, verdict_metadata
 from bench.llm.client import UsageLedger
-from bench.replay.sandboxed import dump_state
+from bench.prepare import task_preparation
 from bench.rollout.agent_loop import (
     DEFAULT_MAX_AGENT_TURNS,
     DEFAULT_MAX_USER_TURNS,
@@ -67,7 +67,7 @@ from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
 from bench.run.grading import grade
 from bench.run.recording import error_message, write_graded, write_system_error
-from bench.run.request import task_preparation
+from judge.canonical import dump_dsn
 from judge.records import AttemptRecord
 from sandbox.labels import new_id
 from sandbox.proxy import ProxyCall, Registration, list_all_tools, proxy_client
@@ -196,7 +196,7 @@ class Episode:
                 self.containers = dict(sb.handle.containers)
                 timings["sandbox_start"] = time.monotonic() - t
                 t = time.monotonic()
-                initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                initial = await asyncio.to_thread(dump_dsn, sb.handle.pg.admin_dsn(task.domain), task.domain)
                 timings["initial_dump"] = time.monotonic() - t
                 policy = task_tool_policy(host.bench, task)
                 # An empty allow-list means every tool, as the coordinator registers it.
@@ -218,7 +218,7 @@ class Episode:
                         raise SandboxLost(f"episode {self.id}: {gone}")
                 timings["agent"] = time.monotonic() - t
                 t = time.monotonic()
-                terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                terminal = await asyncio.to_thread(dump_dsn, sb.handle.pg.admin_dsn(task.domain), task.domain)
                 timings["final_dump"] = time.monotonic() - t
                 t = time.monotonic()
             timings["teardown"] = time.monotonic() - t

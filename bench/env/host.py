@@ -25,10 +25,10 @@ from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
+from bench.prepare import TaskPreparation
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from bench.run.request import TaskPreparation
 from sandbox.errors import SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool

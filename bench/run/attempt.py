@@ -33,13 +33,13 @@ from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import ModelsConfig
-from bench.replay.sandboxed import dump_dsn
+from bench.prepare import TaskPreparation, initial_state
 from bench.rollout.agent_loop import DEFAULT_WALL_CLOCK, AgentClients, run_attempt_agent
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import DatasetMismatch
-from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
+from judge.canonical import dump_dsn
 from sandbox import Limits, ProxyCall, ProxyServer, SandboxProvider, SandboxRequest
 from sandbox.fate import lost_container
 from sandbox.provider import SandboxSession

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
+from bench.prepare import task_preparation
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.causes import cause_of
@@ -229,9 +230,8 @@ class Coordinator:
         with self._preparations_lock:
             cached = self._preparations.get(task.id)
         if cached is None:
-            request = self.spec_for(task, 0, "planned").sandbox_request()
-            assert request.prepare is not None
-            cached = request.prepare
+            # Equal to what the spec's sandbox_request() builds (one fingerprint), without the spec.
+            cached = task_preparation(self.bench, task, policy_search=self.opts.policy_search)
             with self._preparations_lock:
                 self._preparations[task.id] = cached
                 while len(self._preparations) > 8:

@@ -15,8 +15,8 @@ import bench.dataset as dataset_mod
 import bench.run.golden as golden_mod
 from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
+from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
-from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from judge.records import (
     AttemptRecord,
