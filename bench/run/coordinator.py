@@ -26,11 +26,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
@@ -53,7 +54,6 @@ from sandbox.provider import Upcoming
 log = logging.getLogger(__name__)
 
 MEMORY_PER_ATTEMPT_GIB = 1.5  # postgres + typesense + server limits, with headroom
-NO_JUDGE = "task has rubrics but the config names no judge model (--config with a judge role)"
 
 
 class RunOptions(BaseModel):
@@ -61,7 +61,7 @@ class RunOptions(BaseModel):
     agent: str = "oracle"
     repeat: int = Field(default=20, ge=1)
     concurrency: int = Field(default=2, ge=1)
-    wall_clock: float = 900.0
+    wall_clock: float = WALL_CLOCK
     runtime: str | None = None
     retry_errors: bool = False
     golden_cache: Path | None = None
@@ -75,12 +75,12 @@ class RunOptions(BaseModel):
     # over (instead of refusing).
     restart_on_change: bool = False
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
-    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    policy_search: PolicySearch = POLICY_SEARCH
     # System errors retried within the run (0: none; --retry-errors still works after).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     # Seconds the run holds new tries while the container daemon does not answer
     # (bench.run.daemon); past that it stops, resumable.
-    daemon_wait: float = Field(default=120.0, ge=0)
+    daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
 
 
 def _memory_gib() -> float | None:
@@ -421,7 +421,6 @@ class Coordinator:
                 final_message=outcome.final_message,
                 judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
-                no_judge=NO_JUDGE,
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
