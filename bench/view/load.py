@@ -12,7 +12,6 @@ missing or malformed results.jsonl stops the view (`ResultsError`).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +206,3 @@ def task_of(bench: Benchmark | None, task_id: str) -> Task | None:
         return bench.task(task_id)
     except KeyError:
         return None
-
-
-def json_text(value: Any) -> str:
-    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)

@@ -38,8 +38,3 @@ def make_server(root: Path, port: int = 0) -> ThreadingHTTPServer:
     """A server for `root` (holding view/ and report.html) bound to 127.0.0.1:`port` (0: any free port); not yet serving."""
     handler = functools.partial(_Handler, directory=str(root))
     return ThreadingHTTPServer((HOST, port), handler)
-
-
-def url_of(server: ThreadingHTTPServer) -> str:
-    host, port = server.server_address[:2]
-    return f"http://{host!s}:{port}/view/index.html"
