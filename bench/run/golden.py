@@ -33,7 +33,8 @@ from bench.dataset import Benchmark, Task
 from bench.prepare import initial_state
 from judge import canonical
 from judge.canonical import state_hash
-from judge.records import GoldenState, ToolCallView, atomic_write
+from judge.record_files import atomic_write
+from judge.records import GoldenState, ToolCallView
 
 log = logging.getLogger(__name__)
 

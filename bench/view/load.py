@@ -25,6 +25,7 @@ from bench.report.metrics import manifest_prices, manifest_repeats, manifest_rol
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from judge.canonical import State
+from judge.record_files import terminal_state_of
 from judge.records import AttemptRecord
 
 
@@ -73,7 +74,7 @@ class Attempt:
         if self.record is None:
             return None
         try:
-            return self.record.load_terminal(self.record_dir)
+            return terminal_state_of(self.record, self.record_dir)
         except (OSError, ValueError) as exc:
             self.notes.append(f"terminal state unreadable: {exc}")
             return None

@@ -18,15 +18,8 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
 from judge.canonical import State, canonical_state, state_hash
-from judge.records import (
-    AttemptRecord,
-    GoldenState,
-    RubricAnswer,
-    ToolCallView,
-    read_attempt,
-    write_attempt,
-    write_state,
-)
+from judge.record_files import read_attempt, write_attempt, write_state
+from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView
 from servers.registry import load_domain
 
 STATE_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"

@@ -26,7 +26,8 @@ from bench.view.diff import group, label
 from bench.view.site import SiteError, build_site
 from bench.view.summary import FAIL, PASS, Summary, task_href, task_rows
 from judge.canonical import canonical_bytes
-from judge.records import AttemptRecord, Difference, Verdict, write_attempt
+from judge.record_files import write_attempt
+from judge.records import AttemptRecord, Difference, Verdict
 from servers.registry import load_domain
 
 REPO = Path(__file__).resolve().parents[2]
