@@ -71,7 +71,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.env.host import EnvHost, EnvOptions
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
-    from bench.run.coordinator import default_concurrency
+    from bench.run.sizing import default_concurrency
 
     bench = load_benchmark(Path(args.dataset), release=args.release, strict=False)
     for p in bench.errors:

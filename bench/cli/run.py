@@ -132,8 +132,9 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.cli.signals import run_async, stop_signals_as_interrupt
     from bench.dataset import default_root, load_benchmark
     from bench.llm.config import load_models_config
-    from bench.run.coordinator import Coordinator, RunOptions, check_memory, default_concurrency
+    from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
+    from bench.run.sizing import check_memory, default_concurrency
 
     dataset = Path(args.dataset) if args.dataset else default_root()
     bench = load_benchmark(dataset, release=args.release, strict=False)
