@@ -42,8 +42,8 @@ from bench.prepare import initial_state, sandbox_request
 from bench.replay.mcp_calls import replay_calls
 from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
 from judge.canonical import dump_dsn, state_hash
+from sandbox import list_all_tools
 from sandbox.labels import new_id
-from sandbox.proxy import list_all_tools
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.sweeper import sweep
 from servers.engine.seeding import copy_rows

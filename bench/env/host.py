@@ -30,11 +30,11 @@ from bench.prepare import TaskPreparation
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
+from sandbox import ProxyServer
 from sandbox.errors import SandboxError
 from sandbox.labels import ORPHAN_TTL, new_id
 from sandbox.pool import SandboxPool
 from sandbox.provider import image_digests
-from sandbox.proxy import ProxyServer
 from sandbox.sandbox import AsyncSandbox, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
