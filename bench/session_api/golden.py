@@ -18,13 +18,14 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.prepare import TaskPreparation
 from bench.replay.mcp_calls import replay_calls
 from bench.replay.sandboxed import dump_dsn
 from bench.run.golden import _canonical_source_hash, check_golden_calls, default_cache_dir
-from bench.run.request import TaskPreparation
 from bench.session_api.server_config import SessionServer
 from judge.canonical import state_hash
-from judge.records import GoldenState, ToolCallView, atomic_write
+from judge.record_files import atomic_write
+from judge.records import GoldenState, ToolCallView
 from sandbox import SandboxProvider, SandboxRequest, ToolPolicy
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ import logging
 from pathlib import Path
 
 from bench.dataset import Benchmark, Task
+from bench.prepare import initial_state
 from bench.rollout.trajectory import ToolCall, Trajectory
 from bench.run.grading import Graded
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
-from bench.run.request import initial_state
 from bench.session_api.server_config import task_key
 from bench.session_api.sessions import AGENT_NAME, Session
 from judge import decide

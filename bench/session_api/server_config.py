@@ -1,5 +1,5 @@
 """One `server_config` entry of `/session_create` turned into what tbx's sandbox
-preparation takes (bench.run.request.TaskPreparation) and what stays host-side.
+preparation takes (bench.prepare.TaskPreparation) and what stays host-side.
 
     {"sources": [...], "data_patch": {...}, "golden_test_case": {...}, "rubrics": ..., "rubrics_yesno": [...]}
 

@@ -68,7 +68,7 @@ BENCH_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"prepare"}),
     frozenset({"rollout", "replay"}),
     frozenset({"run"}),
-    frozenset({"env", "report"}),
+    frozenset({"env", "report", "session_api"}),
     frozenset({"view"}),
     frozenset({"cli"}),
 )
