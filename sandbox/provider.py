@@ -32,10 +32,10 @@ from typing import Any, NamedTuple, Protocol
 
 from sandbox import runtime_volumes
 from sandbox.boots import BootGate
+from sandbox.hostguard import bridge_name
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
-from sandbox.proxy_models import RegisterRequest, ToolPolicy
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import remove_stopped, sweep
 from sandbox.teardown import Reaper
@@ -63,9 +63,24 @@ class SandboxSession(Protocol):
         """A superuser connection string for `domain`'s schema (state dumps; never given to the agent)."""
         ...
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        """The session proxy's registration of this sandbox: its servers with their
-        upstream secret, and the containers the proxy watches."""
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        """Headers every request to `servers` must carry (the servers' upstream secret)."""
+        ...
+
+    @property
+    def interface(self) -> str | None:
+        """The host network device the servers are reached through (None: the default route)."""
+        ...
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        """role -> container id of the sandbox (empty when nothing runs in containers)."""
+        ...
+
+    @property
+    def network(self) -> str | None:
+        """The sandbox's private network (None: none of its own)."""
         ...
 
     async def close(self) -> None:
@@ -155,8 +170,21 @@ class _Counted:
     def admin_dsn(self, domain: str) -> str:
         return self._session.admin_dsn(domain)
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        return self._session.register_request(policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return self._session.server_headers
+
+    @property
+    def interface(self) -> str | None:
+        return self._session.interface
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        return self._session.containers
+
+    @property
+    def network(self) -> str | None:
+        return self._session.network
 
     async def close(self) -> None:
         if self._closed:
@@ -186,8 +214,21 @@ class DockerSession:
     def admin_dsn(self, domain: str) -> str:
         return self.sandbox.handle.pg.admin_dsn(domain)
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        return RegisterRequest.for_sandbox(self.sandbox.handle, policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return self.sandbox.handle.server_headers
+
+    @property
+    def interface(self) -> str | None:
+        return bridge_name(self.sandbox.handle.attempt_id)
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        return self.sandbox.handle.containers
+
+    @property
+    def network(self) -> str | None:
+        return self.sandbox.handle.network
 
     async def close(self) -> None:
         await self.sandbox.__aexit__(None, None, None)

@@ -64,8 +64,9 @@ from bench.rollout.agent_loop import (
 )
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
-from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
+from bench.run.attempt import AttemptOutcome, task_tool_policy, usage_of
 from bench.run.grading import grade
+from bench.run.lifecycle import call_views
 from bench.run.recording import error_message, write_graded, write_system_error
 from bench.run.request import task_preparation
 from judge.records import AttemptRecord
@@ -213,7 +214,7 @@ class Episode:
                         raise _single(group) from group
                 finally:
                     gone = host.proxy.gone(reg.token)
-                    calls = _views(await host.proxy.aunregister(reg.token))
+                    calls = call_views(await host.proxy.aunregister(reg.token))
                     if gone is not None:  # whatever the conversation saw, this is the cause
                         raise SandboxLost(f"episode {self.id}: {gone}")
                 timings["agent"] = time.monotonic() - t

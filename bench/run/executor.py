@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from bench.run.attempt import AttemptOutcome, AttemptSpec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec
+from bench.run.lifecycle import execute_attempt
 
 if TYPE_CHECKING:
     from bench.dataset import Benchmark

@@ -25,11 +25,12 @@ from pg_support import Databases
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import parse_models_config
 from bench.replay.local import fresh_schema, reset_rows
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.daemon import DaemonGone
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.run.lifecycle import execute_attempt
 from bench.run.output import dataset_hash
 from bench.run.request import TaskPreparation
 from bench.run.results import read_rows
@@ -39,7 +40,6 @@ from judge.records import GoldenState, ToolCallView
 from sandbox.errors import ContainerStartError
 from sandbox.provider import SandboxProvider, SandboxSession
 from sandbox.proxy import ProxyServer
-from sandbox.proxy_models import RegisterRequest, ToolPolicy, Upstream
 from sandbox.sandbox import SandboxRequest
 from sandbox.services import UPSTREAM_SECRET_HEADER
 from servers.engine.app import DomainRuntime, build_app
@@ -88,10 +88,14 @@ class InProcessSession:
     def admin_dsn(self, domain: str) -> str:
         return self.dsn
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        headers = {UPSTREAM_SECRET_HEADER: self.secret}
-        upstreams = {d: Upstream(url=u, headers=headers) for d, u in self._servers.items()}
-        return RegisterRequest(attempt_id=self.attempt_id, upstreams=upstreams, policy=policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return {UPSTREAM_SECRET_HEADER: self.secret}
+
+    # Nothing runs in containers: no device, no container, no network to watch.
+    interface = None
+    containers: Mapping[str, str] = {}
+    network = None
 
     async def close(self) -> None:
         self.server.should_exit = True
