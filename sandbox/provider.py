@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 from sandbox import runtime_volumes
 from sandbox.boots import BootGate
+from sandbox.errors import SandboxError
 from sandbox.hostguard import bridge_name
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
@@ -258,10 +259,21 @@ class DockerProvider(SandboxProvider):
     """Container sets on the local Docker daemon (`sandbox.sandbox`), cold or
     from a warm pool per domain (`sandbox.pool`, `warm` > 0)."""
 
-    def __init__(self, *, warm: int = 0, stale_after: float = ORPHAN_TTL):
+    def __init__(
+        self,
+        *,
+        warm: int = 0,
+        stale_after: float = ORPHAN_TTL,
+        start_timeout: float | None = None,
+        checkout_timeout: float | None = None,
+    ):
         super().__init__()
         self.warm_size = warm
         self.stale_after = stale_after
+        # A pooled boot's start timeout (None: the pool's default), and how long a
+        # warm checkout may wait for its sandbox (None: as long as it takes).
+        self.start_timeout = start_timeout
+        self.checkout_timeout = checkout_timeout
         self.run_id: str | None = None
         self.pools: dict[str, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
@@ -323,15 +335,22 @@ class DockerProvider(SandboxProvider):
             return await super().checkout(request)
         self.alive += 1
         try:
-            pool = await self._pool(request)
-            sandbox = await pool.acquire(request.prepare)
+            pool = await self.warm_up(request)
+            try:
+                sandbox = await asyncio.wait_for(pool.acquire(request.prepare), self.checkout_timeout)
+            except TimeoutError:
+                raise SandboxError(
+                    f"no {','.join(request.domains)} sandbox within {self.checkout_timeout:g} s "
+                    "(is Docker overloaded?)"
+                ) from None
         except BaseException:
             self.alive -= 1
             raise
         sandbox.reaper = self.reaper
         return _Counted(DockerSession(sandbox), self)
 
-    async def _pool(self, request: SandboxRequest) -> SandboxPool:
+    async def warm_up(self, request: SandboxRequest) -> SandboxPool:
+        """The warm pool of `request`'s domains, started (booting its spares) if it was not."""
         key = ",".join(request.domains)
         pool = self.pools.get(key)
         if pool is None:
@@ -345,6 +364,7 @@ class DockerProvider(SandboxProvider):
                 budget=self.budgets.get(key),
                 fail_fast=False,
                 boots=self.boots,
+                **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
             )
             self.pools[key] = pool
             if key in self.upcoming:
