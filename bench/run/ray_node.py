@@ -61,12 +61,12 @@ class NodeRunner:
         await self.executor.start(run_id)
         return {
             "node": self.node_id,
-            "images": self.executor.images,
-            "digests": await self.executor.image_digests(),
+            "images": self.executor.sandboxes.images,
+            "digests": await self.executor.sandboxes.image_digests(),
         }
 
     def plan(self, budget: dict[str, int]) -> None:
-        self.executor.plan(budget)
+        self.executor.sandboxes.plan(budget)
 
     async def open(self) -> None:
         if not self.opened:
@@ -91,8 +91,8 @@ class NodeRunner:
             "node": self.node_id,
             "running": len(self.running),
             "done": self.done,
-            "alive": self.executor.alive,
-            "warm": self.executor.warm,
+            "alive": self.executor.sandboxes.alive,
+            "warm": self.executor.sandboxes.warm,
         }
 
     async def close(self, run_id: str) -> dict[str, Any]:
