@@ -18,9 +18,13 @@ sample_cleanup / task_cleanup / cli_cleanup):
 
 `boot` (nothing task-specific: a pool runs it ahead of demand) and `prepare`
 (the request's `prepare`: seed rows, policy documents) are the two phases of `checkout`. The attempt
-unit (`bench.run.attempt`) talks only to this interface; the local Docker
-provider below is the first implementation, a remote one (Ray) goes behind
-the same methods.
+lifecycle (`bench.run.lifecycle`) talks only to this interface; the local Docker
+provider below is the first implementation. A session offers its connection
+and its containers as plain fields (servers, their headers, the interface they
+are reached through, containers, network); the session proxy's registration is
+built from them by its caller. Placement elsewhere (Ray) is not a provider: it
+sits behind `bench.run.executor.AttemptExecutor`, each node with a provider of
+its own.
 """
 
 from __future__ import annotations
