@@ -40,7 +40,9 @@ from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.replay.mcp_calls import replay_calls
 from bench.replay.sandboxed import dump_state
-from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.clients import mcp_client
+from bench.rollout.tools import mcp_tool_to_openai
 from bench.run.request import initial_state, sandbox_request
 from judge.canonical import state_hash
 from sandbox.labels import new_id

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from bench.dataset import Benchmark, Task
 from bench.llm.config import ModelsConfig
-from bench.rollout.agent_loop import DEFAULT_WALL_CLOCK
+from bench.rollout.conversation import DEFAULT_WALL_CLOCK
 from bench.rollout.trajectory import Trajectory
 from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage

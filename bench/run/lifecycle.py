@@ -32,7 +32,8 @@ from pathlib import Path
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.replay.sandboxed import dump_dsn
-from bench.rollout.agent_loop import AgentClients, run_attempt_agent
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.clients import AgentClients
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
 from bench.run.errors import DatasetMismatch
