@@ -14,8 +14,9 @@ The attempt is opened and closed by `bench.run.lifecycle.open_attempt`, the
 one lifecycle `tbx run` uses too (checkout, initial dump, registration; the
 gone check, terminal dump, teardown); the conversation state is
 `bench.rollout.conversation.Conversation`. Everything an episode holds
-(attempt, MCP session) is entered and left by one task (`_live`), whichever requests (WebSocket messages or
-HTTP calls, each in its own task) drive it; they reach it through a queue.
+(attempt, MCP session) is entered and left by one task (`_live`), whichever
+requests (WebSocket messages or HTTP calls, each in its own task) drive it;
+they reach it through a queue.
 The sandbox is torn down when the episode ends, when its client goes away
 (`close`) or after `idle_timeout` seconds without a step. Infrastructure
 failures (sandbox, proxy upstream, user model, judge, golden replay) end it
