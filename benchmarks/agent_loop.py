@@ -45,8 +45,8 @@ from bench.rollout.clients import mcp_client
 from bench.rollout.tools import mcp_tool_to_openai
 from bench.run.request import initial_state, sandbox_request
 from judge.canonical import state_hash
+from sandbox import list_all_tools
 from sandbox.labels import new_id
-from sandbox.proxy import list_all_tools
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.sweeper import sweep
 from servers.engine.seeding import copy_rows

@@ -63,12 +63,13 @@ from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, attempt_spec, usage_of
+from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.lifecycle import LiveAttempt, open_attempt
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
+from sandbox import ProxyCall, SandboxGoneError, list_all_tools, proxy_client
 from sandbox.labels import new_id
-from sandbox.proxy import ProxyCall, SandboxGoneError, list_all_tools, proxy_client
 
 
 class _Close:
@@ -265,7 +266,7 @@ class Episode:
         except Abandoned as exc:
             self._record_error(record, exc, timings)
         except Exception as exc:
-            message = f"{exc.__class__.__name__}: {exc}"
+            message = client_error_text(exc, self.attempt_id)  # the full text: errors.jsonl only
             self._record_error(record, exc, timings)
             self.reward_type = "system_error"
             self._deliver(

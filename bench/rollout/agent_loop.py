@@ -66,7 +66,7 @@ from bench.rollout.prompts import agent_prompt, default_prompt, prompt_setup
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
-from sandbox.proxy import list_all_tools
+from sandbox import list_all_tools
 
 # The names callers have always imported from here (the pieces now live in
 # rollout.tools / prompts / conversation / clients).

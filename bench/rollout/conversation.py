@@ -24,7 +24,7 @@ from bench.rollout.agents import DONE_TAG, AgentPolicy
 from bench.rollout.tools import parse_arguments
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import UserPolicy
-from sandbox.proxy_relay import sendable
+from sandbox.proxy.relay import sendable
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",

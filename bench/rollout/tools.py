@@ -15,8 +15,8 @@ from typing import Any
 import mcp_types
 
 from bench.dataset import ScenarioTool
-from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES
-from sandbox.proxy_relay import UNICODE_PROBLEM, sendable
+from sandbox import DEFAULT_MAX_REQUEST_BYTES
+from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
 
 __all__ = ["MAX_ARGUMENT_BYTES", "apply_overrides", "mcp_tool_to_openai", "parse_arguments"]
 

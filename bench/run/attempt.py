@@ -31,8 +31,7 @@ from bench.rollout.trajectory import Trajectory
 from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
-from sandbox import Limits, SandboxRequest
-from sandbox.proxy_models import ToolPolicy
+from sandbox import Limits, SandboxRequest, ToolPolicy
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 

@@ -12,7 +12,7 @@ collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
 saw), the terminal state is dumped (only when the body ended without an
 exception) and the session is closed. A failure while a container of the set
-is dead is re-raised as `SandboxGoneError` naming it (`sandbox.fate`).
+is dead is re-raised as `SandboxGoneError` naming it (`sandbox.container_fate`).
 
 Who drives it: `execute_attempt` below (`tbx run`, through the coordinator's
 executor, locally or on a Ray node) runs the agent loop inside it; the OpenEnv
@@ -38,11 +38,18 @@ from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
 from bench.run.errors import DatasetMismatch
 from judge import State, ToolCallView
-from sandbox import ProxyCall, ProxyServer, SandboxProvider
-from sandbox.fate import lost_container
+from sandbox import (
+    ProxyCall,
+    ProxyServer,
+    RegisterRequest,
+    Registration,
+    SandboxGoneError,
+    SandboxProvider,
+    ToolPolicy,
+    Upstream,
+)
+from sandbox.container_fate import lost_container
 from sandbox.provider import SandboxSession
-from sandbox.proxy import SandboxGoneError
-from sandbox.proxy_models import RegisterRequest, Registration, ToolPolicy, Upstream
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
 
@@ -117,7 +124,7 @@ class LiveAttempt:
 
 
 async def _lost_container(session: SandboxSession) -> str | None:
-    """A container of `session` that died, described (sandbox.fate); None when all run."""
+    """A container of `session` that died, described (sandbox.container_fate); None when all run."""
     containers = dict(session.containers)
     return await asyncio.to_thread(lost_container, containers) if containers else None
 

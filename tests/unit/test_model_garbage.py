@@ -26,7 +26,7 @@ from bench.llm.config import RoleConfig
 from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import LLMAgent, ScriptedUser
 from bench.rollout.conversation import LoopSpec
-from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
+from sandbox import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
 
 SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}}
 
