@@ -47,7 +47,7 @@ from bench.env.protocol import (
     ToolErrorKind,
     ToolResult,
 )
-from bench.env.recording import NO_JUDGE, verdict_metadata
+from bench.env.recording import verdict_metadata
 from bench.llm.client import UsageLedger
 from bench.rollout.conversation import (
     DEFAULT_MAX_AGENT_TURNS,
@@ -238,7 +238,6 @@ class Episode:
                 final_message=traj.final_message,
                 judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
-                no_judge=NO_JUDGE,
             )
             timings["judge"] = time.monotonic() - t
             write_graded(host.output, task, record, outcome, graded, timings)

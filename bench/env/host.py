@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
 from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
@@ -29,7 +30,7 @@ from bench.llm.judge import LazyRubricJudge
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
+from sandbox import ProxyServer
 from sandbox.errors import SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
@@ -49,9 +50,9 @@ class EnvOptions(BaseModel):
     max_episodes: int = Field(default=4, ge=1)
     warm: int = Field(default=1, ge=1)  # booted sandboxes kept ready per served domain
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
-    wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
-    call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
-    start_timeout: float = Field(default=120.0, gt=0)  # a sandbox boot, and a reset waiting for one
+    wall_clock: float = Field(default=WALL_CLOCK, gt=0)  # per episode, as `tbx run --wall-clock`
+    call_timeout: float = Field(default=CALL_TIMEOUT, gt=0)
+    start_timeout: float = Field(default=START_TIMEOUT, gt=0)  # a sandbox boot, and a reset waiting for one
     runtime: str | None = None
     golden_cache: Path | None = None
     skip_rubrics: bool = False

@@ -44,6 +44,7 @@ from typing import Any
 from mcp import Client
 
 from bench.dataset import AgentPrompt, Benchmark, Task
+from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, ScriptedUser
@@ -52,10 +53,8 @@ from bench.rollout.agents.noop import noop_agent
 from bench.rollout.agents.oracle import oracle_agent
 from bench.rollout.clients import AgentClients, mcp_client
 from bench.rollout.conversation import (
-    DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_AGENT_TURNS,
     DEFAULT_MAX_USER_TURNS,
-    DEFAULT_WALL_CLOCK,
     Conversation,
     LoopSpec,
     McpEndpointError,
@@ -71,10 +70,8 @@ from sandbox import list_all_tools
 # The names callers have always imported from here (the pieces now live in
 # rollout.tools / prompts / conversation / clients).
 __all__ = [
-    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_AGENT_TURNS",
     "DEFAULT_MAX_USER_TURNS",
-    "DEFAULT_WALL_CLOCK",
     "AgentClients",
     "LoopSpec",
     "McpEndpointError",
@@ -245,13 +242,13 @@ async def run_attempt_agent(
     headers: Mapping[str, str] | None = None,
     config: ModelsConfig | None = None,
     seed: int = 0,
-    wall_clock: float = DEFAULT_WALL_CLOCK,
+    wall_clock: float = WALL_CLOCK,
     *,
     user: str | UserPolicy | None = None,
     clients: AgentClients | None = None,
     max_agent_turns: int | None = None,
     max_user_turns: int | None = None,
-    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    call_timeout: float = CALL_TIMEOUT,
 ) -> Trajectory:
     """Run one attempt's conversation for `task` against the MCP endpoint.
 

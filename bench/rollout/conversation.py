@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from bench.dataset import ScenarioTool
+from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
 from bench.rollout.tools import parse_arguments
@@ -27,10 +28,8 @@ from bench.rollout.user_sim import UserPolicy
 from sandbox.proxy.relay import sendable
 
 __all__ = [
-    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_AGENT_TURNS",
     "DEFAULT_MAX_USER_TURNS",
-    "DEFAULT_WALL_CLOCK",
     "Conversation",
     "LoopSpec",
     "McpEndpointError",
@@ -41,8 +40,6 @@ __all__ = [
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
-DEFAULT_WALL_CLOCK = 900.0
-DEFAULT_CALL_TIMEOUT = 60.0
 
 
 class McpEndpointError(RuntimeError):
@@ -80,8 +77,8 @@ class LoopSpec:
     scenario_tools: Sequence[ScenarioTool] = ()
     max_agent_turns: int = DEFAULT_MAX_AGENT_TURNS
     max_user_turns: int = DEFAULT_MAX_USER_TURNS
-    wall_clock: float = DEFAULT_WALL_CLOCK
-    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    wall_clock: float = WALL_CLOCK
+    call_timeout: float = CALL_TIMEOUT
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
 

@@ -20,15 +20,15 @@ where the golden end states live (`bench.run.grading`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
-from bench.rollout.conversation import DEFAULT_WALL_CLOCK
+from bench.prepare import TaskPreparation, initial_state
 from bench.rollout.trajectory import Trajectory
-from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
 from sandbox import Limits, SandboxRequest, ToolPolicy
@@ -71,7 +71,7 @@ class AttemptSpec(BaseModel):
     models: ModelsConfig | None = None
     images: dict[str, str] = Field(default_factory=dict)
     bundle_hash: str | None = None
-    wall_clock: float = DEFAULT_WALL_CLOCK
+    wall_clock: float = WALL_CLOCK
     limits: Limits = Field(default_factory=Limits)
     typesense: bool = True
     # The sandbox's initial data: table -> rows of the task's domain, policy documents.
@@ -79,7 +79,7 @@ class AttemptSpec(BaseModel):
     policy_sources: list[dict[str, Any]] = Field(default_factory=list)
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
-    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    policy_search: PolicySearch = POLICY_SEARCH
 
     @field_serializer("models")
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
@@ -116,9 +116,9 @@ def attempt_spec(
     images: dict[str, str] | None = None,
     bundle_hash: str | None = None,
     data_hash: str | None = None,
-    wall_clock: float = DEFAULT_WALL_CLOCK,
+    wall_clock: float = WALL_CLOCK,
     limits: Limits | None = None,
-    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    policy_search: PolicySearch = POLICY_SEARCH,
 ) -> AttemptSpec:
     """The spec of (task, repeat) in a run: seed rows and documents resolved here."""
     init = bench.effective_init(task)

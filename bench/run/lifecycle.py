@@ -31,13 +31,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.dataset import Benchmark, load_benchmark
-from bench.replay.sandboxed import dump_dsn
 from bench.rollout.agent_loop import run_attempt_agent
 from bench.rollout.clients import AgentClients
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
 from bench.run.errors import DatasetMismatch
 from judge import State, ToolCallView
+from judge.canonical import dump_dsn
 from sandbox import (
     ProxyCall,
     ProxyServer,
