@@ -26,7 +26,7 @@ from bench.session_api.server_config import SessionServer
 from judge.canonical import state_hash
 from judge.record_files import atomic_write
 from judge.records import GoldenState, ToolCallView
-from sandbox import SandboxProvider, SandboxRequest, ToolPolicy
+from sandbox import SandboxProvider, SandboxRequest
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ class GoldenCache:
         try:
             dsn = session.admin_dsn(entry.domain)
             initial = await asyncio.to_thread(dump_dsn, dsn, entry.domain)
-            upstream = session.register_request(ToolPolicy()).upstreams[entry.domain]
-            records = await replay_calls(upstream.url, entry.golden_calls, upstream.headers)
+            url = session.servers[entry.domain]
+            records = await replay_calls(url, entry.golden_calls, dict(session.server_headers))
             final = await asyncio.to_thread(dump_dsn, dsn, entry.domain)
         finally:
             await session.close()
