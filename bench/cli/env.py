@@ -1,7 +1,8 @@
 """`tbx env serve`: the OpenEnv environment server (see bench.env and docs/openenv.md).
 
 tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
-              [--tasks IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
+              [--tasks FILE|IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
+              [--capacity-wait S]
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", default="results/env", help="where episodes are recorded (like `tbx run --out`)"
     )
     serve.add_argument("--release", help="release test list name (default: the benchmark's)")
-    serve.add_argument("--tasks", help="comma-separated task ids (or uids) to serve (default: all)")
+    serve.add_argument(
+        "--tasks",
+        help="the tasks to serve: a task-list file (a YAML list of ids, the layout of the benchmark's "
+        "releases/testlist*.yaml) or comma-separated task ids (or uids); default: the release list",
+    )
     serve.add_argument("--domain", action="append", help="only these domains (each gets a warm pool)")
     serve.add_argument(
         "--warm", type=int, default=1, help="booted sandboxes kept ready per domain (default 1)"
@@ -54,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
     )
     serve.add_argument("--name", help="run name shown in reports")
+    serve.add_argument(
+        "--capacity-wait",
+        type=float,
+        default=0.0,
+        help="seconds a reset at capacity waits for a free slot before CAPACITY_REACHED (default 0)",
+    )
     serve.set_defaults(fn=serve_command)
 
 
@@ -68,10 +79,16 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.llm.config import load_models_config
     from bench.run.coordinator import default_concurrency
 
-    bench = load_benchmark(Path(args.dataset), release=args.release, strict=False)
+    release, ids = args.release, args.tasks
+    if ids and Path(ids).is_file():  # a task list of the release layout, served in its order
+        release, ids = Path(ids).resolve(), None
+    bench = load_benchmark(Path(args.dataset), release=release, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)
-    tasks = select_tasks(bench, args.tasks, args.domain)
+    if release is not None and bench.release is None:
+        print(f"tbx env serve: the task list {release} could not be used (see the warnings)", file=sys.stderr)
+        return 2
+    tasks = select_tasks(bench, ids, args.domain)
     config = load_models_config(args.config)
     opts = EnvOptions(
         out=Path(args.out),
@@ -87,7 +104,17 @@ def serve_command(args: argparse.Namespace) -> int:
         run_name=args.name,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
-    server = EnvServer(EnvHost(bench, config, tasks, opts))
+    fatal: list[str] = []
+
+    def stop_on_fatal(message: str) -> None:
+        """A start-up condition waiting cannot cure: say so and exit, never 503 forever."""
+        fatal.append(message)
+        print(f"tbx env serve: cannot serve: {message}", file=sys.stderr, flush=True)
+        served.should_exit = True
+
+    server = EnvServer(
+        EnvHost(bench, config, tasks, opts), capacity_wait=args.capacity_wait, on_fatal=stop_on_fatal
+    )
     print(
         f"tbx env serve: {len(tasks)} tasks, up to {opts.max_episodes} episodes at once, "
         f"recording to {opts.out}; ws://{args.host}:{args.port}/ws (GET /ready says when it can take work)",
@@ -106,4 +133,6 @@ def serve_command(args: argparse.Namespace) -> int:
         )
     )
     served.run()
-    return 128 + served.stopped_by if served.stopped_by else 0
+    if served.stopped_by:
+        return 128 + served.stopped_by
+    return 2 if fatal else 0

@@ -37,6 +37,7 @@ from bench.env.protocol import (
     CallToolAction,
     EnvError,
     EpisodeState,
+    EpisodeStatus,
     ErrorCode,
     ListToolsAction,
     Observation,
@@ -131,13 +132,22 @@ class Episode:
             episode_id=self.id,
             step_count=self.steps,
             task_uid=self.task.id,
-            phase=self.phase,  # type: ignore[arg-type]
+            status=self.status,
             done=self.done,
             reward=self.reward,
             reward_type=self.reward_type,  # type: ignore[arg-type]
             attempt_id=self.attempt_id,
+            repeat=self.repeat,
             containers=self.containers,
         )
+
+    @property
+    def status(self) -> EpisodeStatus:
+        if self.phase == "done":
+            return "error" if self.reward_type == "system_error" else "done"
+        if self.phase in ("closed", "finalizing"):
+            return self.phase  # type: ignore[return-value]
+        return "active"  # starting or running
 
     async def start(self) -> Observation:
         """Check out and seed the sandbox; the reset observation (or a terminal system error)."""
@@ -213,6 +223,7 @@ class Episode:
                         raise _single(group) from group
                 finally:
                     gone = host.proxy.gone(reg.token)
+                    self.phase = "finalizing"
                     calls = _views(await host.proxy.aunregister(reg.token))
                     if gone is not None:  # whatever the conversation saw, this is the cause
                         raise SandboxLost(f"episode {self.id}: {gone}")
@@ -265,11 +276,8 @@ class Episode:
                     reward=self.reward,
                     reward_type=self.reward_type,
                     finish_reason=finish.reason,
-                    metadata={
-                        "attempt_id": self.attempt_id,
-                        "repeat": self.repeat,
-                        **verdict_metadata(verdict),
-                    },
+                    test_summary={"passed": verdict.passed, **verdict_metadata(verdict)},
+                    metadata={"attempt_id": self.attempt_id, "repeat": self.repeat},
                     **finish.fields,
                 )
             )
@@ -496,8 +504,8 @@ class Episode:
         return dead
 
     def _observation(self, kind: str, **fields: Any) -> Observation:
-        return Observation(
-            kind=kind,  # type: ignore[arg-type]
+        return Observation.build(
+            kind,
             episode_id=self.id,
             task_uid=self.task.id,
             steps_taken=self.steps,

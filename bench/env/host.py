@@ -29,7 +29,7 @@ from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.request import TaskPreparation
-from sandbox.errors import SandboxError
+from sandbox.errors import ImageMissingError, SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
 from sandbox.provider import image_digests
@@ -66,6 +66,8 @@ class EnvHost:
         self.tasks = {t.id: t for t in tasks}
         self.by_uid = {t.uid: t for t in tasks}
         self.domains = sorted({t.domain for t in tasks})
+        # what a reset's `dataset` may say: the benchmark's directory name, or its release list's
+        self.dataset_names = {bench.root.name, *([Path(bench.release).stem] if bench.release else [])}
         self.run_id = new_id("run")
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
@@ -78,7 +80,7 @@ class EnvHost:
         self.bring_up_error: str | None = "starting"
         self.fatal: str | None = None  # a start-up problem retrying cannot fix (the output directory)
         self.episodes: dict[str, Any] = {}  # episode id -> bench.env.episode.Episode, while it holds a slot
-        self._repeats: dict[str, int] = {}
+        self._repeats: dict[str, set[int]] = {}  # task -> repeats recorded or handed out
         self._bring_up: asyncio.Task[None] | None = None
         self.config_problems = self._check_config()
 
@@ -137,7 +139,7 @@ class EnvHost:
                         self.pools[domain] = pool
                 self.bring_up_error = None
                 return
-            except BundleChanged as exc:
+            except (BundleChanged, ImageMissingError) as exc:  # waiting cannot cure these
                 self.fatal = str(exc)
                 self.bring_up_error = self.fatal
                 return
@@ -188,26 +190,35 @@ class EnvHost:
             known = len(self.tasks)
             raise EnvError(
                 ErrorCode.VALIDATION_ERROR,
-                f"unknown task {test_uid!r}: this server serves {known} task(s) of {self.bench.root} "
+                f"unknown task {test_uid[:200]!r}: this server serves {known} task(s) of {self.bench.root.name} "
                 "(`tbx tasks list` shows their ids)",
             )
         return task
 
     def next_repeat(self, task: Task, wanted: int | None) -> int:
-        """`wanted`, else one past the highest repeat of the task recorded or handed out so far."""
-        if task.id not in self._repeats:
-            done = self.output.done(retry_errors=False)
-            self._repeats[task.id] = max((r + 1 for t, r in done if t == task.id), default=0)
+        """`wanted` unless it is recorded or handed out already (refused: a repeat is one
+        attempt), else one past the highest repeat of the task recorded or handed out so far."""
+        used = self._repeats.get(task.id)
+        if used is None:
+            recorded = self.output.done(retry_errors=False)
+            used = self._repeats[task.id] = {r for t, r in recorded if t == task.id}
         if wanted is not None:
-            self._repeats[task.id] = max(self._repeats[task.id], wanted + 1)
+            if wanted in used:
+                raise EnvError(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"repeat {wanted} of {task.id} is recorded or running already; "
+                    "omit `repeat` to get the next unused one",
+                    409,
+                )
+            used.add(wanted)
             return wanted
-        repeat = self._repeats[task.id]
-        self._repeats[task.id] = repeat + 1
+        repeat = max(used, default=-1) + 1
+        used.add(repeat)
         return repeat
 
     def check_capacity(self) -> None:
         if self.fatal is not None:
-            raise EnvError(ErrorCode.EXECUTION_ERROR, f"the server cannot record episodes: {self.fatal}", 503)
+            raise EnvError(ErrorCode.FACTORY_ERROR, f"the server cannot make episodes: {self.fatal}", 503)
         if self.bring_up_error is not None:
             raise EnvError(
                 ErrorCode.EXECUTION_ERROR, f"the server is not ready yet: {self.bring_up_error}", 503

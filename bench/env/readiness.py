@@ -54,7 +54,7 @@ async def _dataset(host: EnvHost) -> Component:
         return _fail(f"{len(host.bench.errors)} problem(s), first: {host.bench.errors[0]}")
     if not host.tasks:
         return _fail("no task selected")
-    return _ok(f"{len(host.tasks)} task(s) in {', '.join(host.domains)} from {host.bench.root}")
+    return _ok(f"{len(host.tasks)} task(s) in {', '.join(host.domains)} from {host.bench.root.name}")
 
 
 async def _config(host: EnvHost) -> Component:
@@ -95,7 +95,7 @@ async def _output(host: EnvHost) -> Component:
         return _fail(host.fatal)
     if host.manifest is None:
         return _fail(f"manifest not written yet ({host.bring_up_error or 'starting'})")
-    return _ok(str(host.opts.out))
+    return _ok(f"recording to {host.opts.out.name}")
 
 
 async def _pool(host: EnvHost) -> Component:
