@@ -249,9 +249,11 @@ class Observation(BaseModel):
         return cls(kind=kind, **own, metadata={**extra, **fields.get("metadata", {})})  # type: ignore[arg-type]
 
     def envelope(self) -> dict[str, Any]:
-        """The OpenEnv step result: {"observation", "reward", "done", "metadata"}."""
+        """The OpenEnv step result: {"observation", "reward", "done", "metadata"}. `tools` only
+        when there are tools: openenv's MCPToolClient reads any `tools` key as a listing."""
+        skip = {"done", "reward", *(["tools"] if self.tools is None else [])}
         return {
-            "observation": self.model_dump(mode="json", exclude={"done", "reward"}),
+            "observation": self.model_dump(mode="json", exclude=skip),
             "reward": self.reward,
             "done": self.done,
             "metadata": self.metadata,

@@ -137,7 +137,7 @@ def test_observation_carries_the_published_fields_and_the_rest_in_metadata() -> 
         "tool", episode_id="ep-1", call_id="c1", tool_name="get_order", tool_result="{}", steps_taken=2
     )
     body = obs.envelope()["observation"]
-    assert set(body) == PUBLISHED_OBSERVATION_FIELDS | {"metadata"}
+    assert set(body) == PUBLISHED_OBSERVATION_FIELDS - {"tools"} | {"metadata"}
     assert body["metadata"] == {"episode_id": "ep-1", "call_id": "c1", "tool_name": "get_order"}
     assert body["tool_result"] == "{}" and body["steps_taken"] == 2
     assert obs.envelope()["metadata"] == body["metadata"]
