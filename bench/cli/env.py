@@ -41,7 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--domain", action="append", help="only these domains (each gets a warm pool)")
     serve.add_argument(
-        "--warm", type=int, default=1, help="booted sandboxes kept ready per domain (default 1)"
+        "--warm",
+        type=int,
+        default=None,
+        help="booted sandboxes kept ready per domain (default: 4, at most --max-episodes, shared by "
+        "the domains' shares of the served tasks); a domain serving one task keeps them seeded for it",
     )
     serve.add_argument(
         "--idle-timeout", type=float, default=300.0, help="seconds without a step before teardown"

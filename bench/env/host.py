@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from bench.llm.judge import LazyRubricJudge
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from bench.run.request import TaskPreparation
+from bench.run.request import TaskPreparation, task_preparation
 from sandbox.errors import ImageMissingError, SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
@@ -42,12 +44,27 @@ log = logging.getLogger(__name__)
 
 AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
+WARM_TOTAL = 4  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
+PLAN_AHEAD = 10_000  # planned checkouts of a one-task domain (lazy preparers: cheap to hold)
+
+
+def warm_sizes(tasks: list[Task], max_episodes: int, warm: int | None) -> dict[str, int]:
+    """Per domain, the sandboxes its pool keeps ready: `warm` each when given, else
+    WARM_TOTAL (at most max_episodes) shared by the domains' shares of the served tasks."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.domain] = counts.get(t.domain, 0) + 1
+    if warm is not None:
+        return {d: warm for d in counts}
+    total = min(WARM_TOTAL, max_episodes)
+    return {d: max(1, round(total * n / len(tasks))) for d, n in counts.items()}
 
 
 class EnvOptions(BaseModel):
     out: Path
     max_episodes: int = Field(default=4, ge=1)
-    warm: int = Field(default=1, ge=1)  # booted sandboxes kept ready per served domain
+    # booted sandboxes kept ready per served domain; None: sized from the served list (warm_sizes)
+    warm: int | None = Field(default=None, ge=1)
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
     wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
     call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
@@ -66,6 +83,7 @@ class EnvHost:
         self.tasks = {t.id: t for t in tasks}
         self.by_uid = {t.uid: t for t in tasks}
         self.domains = sorted({t.domain for t in tasks})
+        self.warm = warm_sizes(tasks, opts.max_episodes, opts.warm)
         # what a reset's `dataset` may say: the benchmark's directory name, or its release list's
         self.dataset_names = {bench.root.name, *([Path(bench.release).stem] if bench.release else [])}
         self.run_id = new_id("run")
@@ -127,7 +145,7 @@ class EnvHost:
                     if domain not in self.pools:
                         pool = SandboxPool(
                             [domain],
-                            size=self.opts.warm,
+                            size=self.warm[domain],
                             typesense=True,
                             limits=Limits(runtime=self.opts.runtime),
                             run_id=self.run_id,
@@ -135,6 +153,14 @@ class EnvHost:
                             start_timeout=self.opts.start_timeout,
                             fail_fast=False,
                         )
+                        only = [t for t in self.tasks.values() if t.domain == domain]
+                        if len(only) == 1:
+                            # Every reset of this domain is of one task (a GRPO group, or a
+                            # server of one task): spares are seeded for it ahead, and a
+                            # reset is a hand-over. With several tasks the order is the
+                            # client's: spares are booted only, seeded at the reset.
+                            prepare = functools.partial(task_preparation, self.bench, only[0])
+                            pool.plan(itertools.repeat(prepare, PLAN_AHEAD))
                         await pool.__aenter__()
                         self.pools[domain] = pool
                 self.bring_up_error = None
