@@ -461,7 +461,13 @@ class Episode:
         )
         results = []
         for call_id, spec, raw in zip(ids, calls, raws, strict=True):
-            results.append(await self._call(client, run, call_id, spec.name, raw))
+            if spec.parse_error is not None:
+                text = f"the tool call could not be parsed: {spec.parse_error[:500]}"
+                results.append(
+                    ToolResult(call_id=call_id, name=spec.name, tool_result=text, tool_error="invalid_args")
+                )
+            else:
+                results.append(await self._call(client, run, call_id, spec.name, raw))
             run.messages.append(
                 Message(role="tool", tool_call_id=call_id, name=spec.name, content=results[-1].tool_result)
             )

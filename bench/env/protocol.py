@@ -78,6 +78,9 @@ class ToolCallSpec(BaseModel):
     name: str = Field(min_length=1)
     arguments: Any = None
     call_id: str | None = None
+    # the published environment's: the agent's tool call could not be parsed (it is answered
+    # as invalid arguments, and nothing is sent to the tool server)
+    parse_error: str | None = None
 
 
 class _Action(BaseModel):

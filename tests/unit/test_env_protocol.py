@@ -189,3 +189,10 @@ def test_brackets_inside_strings_are_not_nesting() -> None:
     text = '{"content": "' + "[{" * 500 + '", "n": [[1]]}'
     assert parse_json(text)["n"] == [[1]]
     assert parse_json(b'{"q": "a \\" [[[["}') == {"q": 'a " [[[['}
+
+
+def test_parallel_calls_take_parse_error() -> None:
+    batch = parse_action(
+        {"type": "call_tool", "parallel_tool_calls": [{"name": "a", "arguments": "{", "parse_error": "bad"}]}
+    )
+    assert isinstance(batch, CallToolAction) and batch.calls()[0].parse_error == "bad"
