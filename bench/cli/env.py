@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.web_guard import add_guard_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="serve tasks as an OpenEnv environment (training and evaluation loops)")
@@ -69,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0.0,
         help="seconds a reset at capacity waits for a free slot before CAPACITY_REACHED (default 0)",
     )
+    add_guard_arguments(serve)
     serve.set_defaults(fn=serve_command)
 
 
@@ -82,10 +85,16 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
     from bench.run.coordinator import default_concurrency
+    from bench.web_guard import WebGuard, policy_from_args
 
     release, ids = args.release, args.tasks
     if ids and Path(ids).is_file():  # a task list of the release layout, served in its order
         release, ids = Path(ids).resolve(), None
+    try:  # the request guard (#29 finding 3): loopback Host, same-origin pages, JSON bodies, token
+        policy = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
+    except ValueError as exc:
+        print(f"tbx env serve: {exc}", file=sys.stderr)
+        return 2
     bench = load_benchmark(Path(args.dataset), release=release, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)
@@ -127,7 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     served = GracefulServer(
         uvicorn.Config(
-            server.app(),
+            WebGuard(server.app(), policy),
             host=args.host,
             port=args.port,
             ws="websockets-sansio",

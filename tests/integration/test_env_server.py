@@ -523,7 +523,10 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
     assert "submit_message" in json.dumps(schema["action"])
 
     assert http.post("/reset", json={"test_uid": "nope"}).status_code == 400
-    assert http.post("/reset", content=b"{broken").status_code == 400
+    assert (
+        http.post("/reset", content=b"{broken", headers={"Content-Type": "application/json"}).status_code
+        == 400
+    )
     assert http.post("/step", json={"action": {"type": "list_tools"}}).status_code == 400
     assert (
         http.post("/step", json={"action": {"type": "list_tools"}, "episode_id": "ep-x"}).status_code == 404
@@ -789,6 +792,28 @@ def test_task_api_and_mcp_routes(server: Served) -> None:
     with connect(server.url.replace("http://", "ws://") + "/ws?session_id=nope", open_timeout=30) as ws:
         refused = json.loads(ws.recv(timeout=30))
     assert refused["type"] == "error" and refused["data"]["code"] == "SESSION_ERROR"
+
+
+def test_the_request_guard_refuses_foreign_pages(server: Served) -> None:
+    """#29 finding 3, through bench.web_guard: a page the operator visits cannot drive the server."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    http = httpx.Client(base_url=server.url, timeout=60)
+    form = http.post("/reset", content=b'{"test_uid": "x"}', headers={"Content-Type": "text/plain"})
+    assert form.status_code == 415
+    foreign = http.post("/reset", json={"test_uid": TASK}, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    rebound = http.get("/metadata", headers={"Host": "evil.example"})
+    assert rebound.status_code == 421
+    with pytest.raises(InvalidStatus) as refused:
+        connect(
+            server.url.replace("http://", "ws://") + "/ws",
+            additional_headers={"Origin": "http://evil.example"},
+            open_timeout=30,
+        )
+    assert refused.value.response.status_code == 403
+    assert http.get("/metadata").json()["active_episodes"] == 0
 
 
 # ---------------------------------------------------------------- /ready failures
