@@ -626,7 +626,10 @@ def test_mcp_client_plays_the_golden_calls_over_mcp(server: Served, bench: Bench
     env = Client(server.url, mode="mcp")
     try:
         reset = env.reset(test_uid=TASK)
-        assert reset["ok"] and reset["observation"]["kind"] == "reset", reset
+        # MCPToolClient reads an observation holding `tools` as a tool listing: the reset's
+        assert reset["ok"] and len(reset["observation"]["tools"]) == len(
+            bench.scenario_of(bench.task(TASK)).tool_names
+        )
         listed = env.send({"op": "list_tools"})
         assert listed["ok"], listed
         names = [t["name"] for t in listed["tools"]]
