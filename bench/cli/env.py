@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warm",
         type=int,
         default=None,
-        help="booted sandboxes kept ready per domain (default: 4, at most --max-episodes, shared by "
+        help="booted sandboxes kept ready per domain (default: 2 in all, at most --max-episodes, shared by "
         "the domains' shares of the served tasks); a domain serving one task keeps them seeded for it",
     )
     serve.add_argument(

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
-WARM_TOTAL = 4  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
+WARM_TOTAL = 2  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
 PLAN_AHEAD = 10_000  # planned checkouts of a one-task domain (lazy preparers: cheap to hold)
 
 

@@ -18,10 +18,10 @@ def test_given_warm_applies_to_every_domain() -> None:
 
 
 def test_default_shares_the_total_by_served_tasks() -> None:
-    assert warm_sizes(_tasks("retail", "retail", "retail", "travel"), 8, None) == {"retail": 3, "travel": 1}
-    assert warm_sizes(_tasks("retail"), 8, None) == {"retail": 4}
+    assert warm_sizes(_tasks("retail", "retail", "retail", "travel"), 8, None) == {"retail": 2, "travel": 1}
+    assert warm_sizes(_tasks("retail"), 8, None) == {"retail": 2}
 
 
 def test_default_never_exceeds_max_episodes_but_keeps_one_per_domain() -> None:
-    assert warm_sizes(_tasks("retail"), 2, None) == {"retail": 2}
+    assert warm_sizes(_tasks("retail"), 1, None) == {"retail": 1}
     assert warm_sizes(_tasks("retail", "travel", "hr"), 1, None) == {"retail": 1, "travel": 1, "hr": 1}
