@@ -2,7 +2,7 @@
 
 tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
               [--tasks FILE|IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
-              [--capacity-wait S]
+              [--capacity-wait S] [--allow-host NAME] [--allow-origin ORIGIN] [--token-env VAR]
 """
 
 from __future__ import annotations
@@ -85,13 +85,13 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
     from bench.run.coordinator import default_concurrency
-    from bench.web_guard import WebGuard, policy_from_args
+    from bench.web_guard import policy_from_args
 
     release, ids = args.release, args.tasks
     if ids and Path(ids).is_file():  # a task list of the release layout, served in its order
         release, ids = Path(ids).resolve(), None
     try:  # the request guard (#29 finding 3): loopback Host, same-origin pages, JSON bodies, token
-        policy = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
+        guard = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
     except ValueError as exc:
         print(f"tbx env serve: {exc}", file=sys.stderr)
         return 2
@@ -136,7 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     served = GracefulServer(
         uvicorn.Config(
-            WebGuard(server.app(), policy),
+            server.app(guard),
             host=args.host,
             port=args.port,
             ws="websockets-sansio",

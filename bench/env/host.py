@@ -31,11 +31,11 @@ from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.request import TaskPreparation, task_preparation
+from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
 from sandbox.errors import ImageMissingError, SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
 from sandbox.provider import image_digests
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer
 from sandbox.sandbox import AsyncSandbox, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep

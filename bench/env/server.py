@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -55,6 +56,8 @@ from bench.env.protocol import (
 from bench.env.readiness import Readiness
 from bench.env.sessions import Session, Sessions
 from bench.env.task_api import ENV_NAME, TaskApi
+from bench.run.client_errors import client_error_text
+from bench.web_guard import GuardPolicy, WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +164,7 @@ class EnvServer:
                     reply = {"type": "error", "data": exc.payload()}
                 except Exception as exc:  # one bad message, not the whole session
                     log.exception("websocket message failed")
-                    failed = EnvError(
-                        ErrorCode.EXECUTION_ERROR, f"the message failed ({exc.__class__.__name__})"
-                    )
+                    failed = EnvError(ErrorCode.EXECUTION_ERROR, client_error_text(exc, None))
                     reply = {"type": "error", "data": failed.payload()}
                 if reply is None:
                     return
@@ -386,7 +387,9 @@ class EnvServer:
         if self.on_fatal is not None:
             self.on_fatal(self.host.fatal)
 
-    def app(self) -> Starlette:
+    def app(self, guard: GuardPolicy | None = None) -> Starlette:
+        """The ASGI app, behind bench.web_guard (default: loopback Host names, same origin, JSON POSTs)."""
+
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             await self.host.start()
@@ -420,4 +423,5 @@ class EnvServer:
                 Route("/{env_name}/task_range", self._task_route(api.task_range), methods=["POST"]),
             ],
             lifespan=lifespan,
+            middleware=[Middleware(WebGuard, policy=guard or GuardPolicy())],
         )

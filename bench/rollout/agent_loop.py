@@ -58,8 +58,8 @@ from bench.rollout.agents.noop import noop_agent
 from bench.rollout.agents.oracle import oracle_agent
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
-from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
-from sandbox.proxy_relay import UNICODE_PROBLEM, sendable
+from sandbox import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
+from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
