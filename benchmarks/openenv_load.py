@@ -207,7 +207,7 @@ def main() -> int:
             raise SystemExit(f"golden replay failed: {failures[0]}")
         for group in args.groups:
             results.append(serve_and_play(bench, tasks, group, args.warm, cache, root))
-            results.append(tbx_run(bench, tasks, group, args.warm or 0, cache, root))
+            results.append(tbx_run(bench, tasks, group, args.warm or 2, cache, root))  # env serve's default
             for r in results[-2:]:
                 print(json.dumps(r) if args.json else r, flush=True)
     if not args.json:
