@@ -75,6 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(fn=serve_command)
 
 
+def task_source(tasks: str | None, release: str | None) -> tuple[str | Path | None, str | None]:
+    """(the release list to load, the ids to pick from it): `--tasks FILE` is a task list of
+    the release layout, served in its order; anything else is comma-separated ids."""
+    if tasks and Path(tasks).is_file():
+        return Path(tasks).resolve(), None
+    return release, tasks
+
+
 def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -87,9 +95,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.run.coordinator import default_concurrency
     from bench.web_guard import policy_from_args
 
-    release, ids = args.release, args.tasks
-    if ids and Path(ids).is_file():  # a task list of the release layout, served in its order
-        release, ids = Path(ids).resolve(), None
+    release, ids = task_source(args.tasks, args.release)
     try:  # the request guard (#29 finding 3): loopback Host, same-origin pages, JSON bodies, token
         guard = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
     except ValueError as exc:
