@@ -46,9 +46,9 @@ from bench.env.protocol import (
     ToolErrorKind,
     ToolResult,
 )
-from bench.env.recording import NO_JUDGE, verdict_metadata
+from bench.env.recording import verdict_metadata
 from bench.llm.client import UsageLedger
-from bench.replay.sandboxed import dump_state
+from bench.prepare import task_preparation
 from bench.rollout.agent_loop import (
     DEFAULT_MAX_AGENT_TURNS,
     DEFAULT_MAX_USER_TURNS,
@@ -69,7 +69,7 @@ from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.recording import error_message, write_graded, write_system_error
-from bench.run.request import task_preparation
+from judge.canonical import dump_dsn
 from judge.records import AttemptRecord
 from sandbox import ProxyCall, RegisterRequest, Registration, list_all_tools, proxy_client
 from sandbox.labels import new_id
@@ -206,7 +206,7 @@ class Episode:
                 self.containers = dict(sb.handle.containers)
                 timings["sandbox_start"] = time.monotonic() - t
                 t = time.monotonic()
-                initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                initial = await asyncio.to_thread(dump_dsn, sb.handle.pg.admin_dsn(task.domain), task.domain)
                 timings["initial_dump"] = time.monotonic() - t
                 policy = task_tool_policy(host.bench, task)
                 # An empty allow-list means every tool, as the coordinator registers it.
@@ -229,7 +229,7 @@ class Episode:
                         raise SandboxLost(f"episode {self.id}: {gone}")
                 timings["agent"] = time.monotonic() - t
                 t = time.monotonic()
-                terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+                terminal = await asyncio.to_thread(dump_dsn, sb.handle.pg.admin_dsn(task.domain), task.domain)
                 timings["final_dump"] = time.monotonic() - t
                 t = time.monotonic()
             timings["teardown"] = time.monotonic() - t
@@ -249,7 +249,6 @@ class Episode:
                 final_message=traj.final_message,
                 judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
-                no_judge=NO_JUDGE,
             )
             timings["judge"] = time.monotonic() - t
             outcome = AttemptOutcome(

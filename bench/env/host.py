@@ -23,17 +23,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
 from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
+from bench.prepare import TaskPreparation, task_preparation
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from bench.run.request import TaskPreparation, task_preparation
-from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
+from sandbox import ProxyServer
 from sandbox.errors import ImageMissingError, SandboxError
-from sandbox.labels import new_id
+from sandbox.labels import ORPHAN_TTL, new_id
 from sandbox.pool import SandboxPool
 from sandbox.provider import image_digests
 from sandbox.sandbox import AsyncSandbox, resolve_images
@@ -66,9 +67,9 @@ class EnvOptions(BaseModel):
     # booted sandboxes kept ready per served domain; None: sized from the served list (warm_sizes)
     warm: int | None = Field(default=None, ge=1)
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
-    wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
-    call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
-    start_timeout: float = Field(default=120.0, gt=0)  # a sandbox boot, and a reset waiting for one
+    wall_clock: float = Field(default=WALL_CLOCK, gt=0)  # per episode, as `tbx run --wall-clock`
+    call_timeout: float = Field(default=CALL_TIMEOUT, gt=0)
+    start_timeout: float = Field(default=START_TIMEOUT, gt=0)  # a sandbox boot, and a reset waiting for one
     runtime: str | None = None
     golden_cache: Path | None = None
     skip_rubrics: bool = False
@@ -139,7 +140,7 @@ class EnvHost:
                 images = await asyncio.to_thread(resolve_images, True)
                 self.images = images
                 if self.manifest is None:
-                    await asyncio.to_thread(sweep, None, 6 * 3600.0, True)
+                    await asyncio.to_thread(sweep, None, ORPHAN_TTL, True)
                     self.manifest = await asyncio.to_thread(self._write_manifest, images)
                 for domain in self.domains:
                     if domain not in self.pools:

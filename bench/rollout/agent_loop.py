@@ -50,6 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from bench.dataset import AgentPrompt, Benchmark, ScenarioTool, Task
+from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.rollout.agents import BUILTIN_AGENTS, DONE_TAG, AgentPolicy, LLMAgent, ScriptedUser
@@ -63,8 +64,6 @@ from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
-DEFAULT_WALL_CLOCK = 900.0
-DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_AGENT_PROMPT = "think"
 # the SDK's own defaults for MCP over HTTP: 30 s to connect / write, 300 s between reads
 MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
@@ -200,8 +199,8 @@ class LoopSpec:
     scenario_tools: Sequence[ScenarioTool] = ()
     max_agent_turns: int = DEFAULT_MAX_AGENT_TURNS
     max_user_turns: int = DEFAULT_MAX_USER_TURNS
-    wall_clock: float = DEFAULT_WALL_CLOCK
-    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    wall_clock: float = WALL_CLOCK
+    call_timeout: float = CALL_TIMEOUT
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -500,13 +499,13 @@ async def run_attempt_agent(
     headers: Mapping[str, str] | None = None,
     config: ModelsConfig | None = None,
     seed: int = 0,
-    wall_clock: float = DEFAULT_WALL_CLOCK,
+    wall_clock: float = WALL_CLOCK,
     *,
     user: str | UserPolicy | None = None,
     clients: AgentClients | None = None,
     max_agent_turns: int | None = None,
     max_user_turns: int | None = None,
-    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    call_timeout: float = CALL_TIMEOUT,
 ) -> Trajectory:
     """Run one attempt's conversation for `task` against the MCP endpoint.
 

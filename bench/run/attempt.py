@@ -27,19 +27,20 @@ import functools
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_serializer
 
 from bench.dataset import Benchmark, Task, load_benchmark
+from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
-from bench.replay.sandboxed import dump_dsn
-from bench.rollout.agent_loop import DEFAULT_WALL_CLOCK, AgentClients, run_attempt_agent
+from bench.prepare import TaskPreparation, initial_state
+from bench.rollout.agent_loop import AgentClients, run_attempt_agent
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import DatasetMismatch
-from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
+from judge.canonical import dump_dsn
 from sandbox import (
     Limits,
     ProxyCall,
@@ -90,7 +91,7 @@ class AttemptSpec(BaseModel):
     models: ModelsConfig | None = None
     images: dict[str, str] = Field(default_factory=dict)
     bundle_hash: str | None = None
-    wall_clock: float = DEFAULT_WALL_CLOCK
+    wall_clock: float = WALL_CLOCK
     limits: Limits = Field(default_factory=Limits)
     typesense: bool = True
     # The sandbox's initial data: table -> rows of the task's domain, policy documents.
@@ -98,7 +99,7 @@ class AttemptSpec(BaseModel):
     policy_sources: list[dict[str, Any]] = Field(default_factory=list)
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
-    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    policy_search: PolicySearch = POLICY_SEARCH
 
     @field_serializer("models")
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
@@ -135,9 +136,9 @@ def attempt_spec(
     images: dict[str, str] | None = None,
     bundle_hash: str | None = None,
     data_hash: str | None = None,
-    wall_clock: float = DEFAULT_WALL_CLOCK,
+    wall_clock: float = WALL_CLOCK,
     limits: Limits | None = None,
-    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    policy_search: PolicySearch = POLICY_SEARCH,
 ) -> AttemptSpec:
     """The spec of (task, repeat) in a run: seed rows and documents resolved here."""
     init = bench.effective_init(task)

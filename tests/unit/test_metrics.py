@@ -324,8 +324,8 @@ def test_load_run_dedupes_and_reads_side_files(tmp_path: Path) -> None:
 
 
 def test_two_graded_rows_under_one_repeat_are_a_collision_the_report_names(tmp_path: Path) -> None:
-    from bench.report.markdown import flag_lines
     from bench.report.metrics import metrics_for_run
+    from bench.report.tables import flag_lines
 
     rows = [row("A", 0, "retail", False), row("A", 0, "retail", True), row("A", 1, "retail", True)]
     (tmp_path / "results.jsonl").write_text("".join(r.to_json_line() for r in rows))
