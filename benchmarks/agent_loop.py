@@ -40,7 +40,9 @@ from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.prepare import initial_state, sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.clients import mcp_client
+from bench.rollout.tools import mcp_tool_to_openai
 from judge.canonical import dump_dsn, state_hash
 from sandbox import list_all_tools
 from sandbox.labels import new_id

@@ -1,7 +1,8 @@
 """What every episode of one `tbx env serve` shares.
 
-The dataset and models config (checked once), the task selection, one warm
-pool per served domain, the in-process session proxy, the simulated user's
+The dataset and models config (checked once), the task selection, the
+sandbox provider (a `DockerProvider` with a warm pool per served domain, the
+one `tbx run` uses), the in-process session proxy, the simulated user's
 model client, the golden store, the rubric judge and the run output, which
 the episodes use exactly as `tbx run`'s coordinator does (bench.run.grading,
 bench.run.recording), so the golden end states and rubrics stay in this
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,16 +28,16 @@ from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
-from bench.prepare import TaskPreparation, task_preparation
+from bench.prepare import task_preparation
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from sandbox import ProxyServer
 from sandbox.errors import ImageMissingError, SandboxError
-from sandbox.labels import ORPHAN_TTL, new_id
+from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
-from sandbox.provider import image_digests
-from sandbox.sandbox import AsyncSandbox, resolve_images
+from sandbox.provider import DockerProvider, Upcoming, image_digests
+from sandbox.sandbox import SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 
@@ -91,9 +91,10 @@ class EnvHost:
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
         self.judge = LazyRubricJudge(config.judge) if config.judge is not None else None
-        self.images: dict[str, str] = {}
+        self.limits = Limits(runtime=opts.runtime)
         self.manifest: dict[str, Any] | None = None
-        self.pools: dict[str, SandboxPool] = {}
+        # Checkouts from the warm pools; a reset waits at most twice a boot's start timeout.
+        self.provider: DockerProvider | None = None
         self.proxy: ProxyServer | None = None
         self.user_client: LLMClient | None = None
         self.bring_up_error: str | None = "starting"
@@ -124,6 +125,15 @@ class EnvHost:
                 problems.append(f"{role}: {exc}")
         return problems
 
+    @property
+    def images(self) -> dict[str, str]:
+        return dict(self.provider.images) if self.provider is not None else {}
+
+    @property
+    def pools(self) -> dict[str, SandboxPool]:
+        """Served domain -> its warm pool, once started (readiness)."""
+        return dict(self.provider.pools) if self.provider is not None else {}
+
     # ---- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
         self.output.lock()
@@ -137,33 +147,26 @@ class EnvHost:
         """Images -> manifest -> warm pools, retried until Docker and the images are there."""
         while True:
             try:
-                images = await asyncio.to_thread(resolve_images, True)
-                self.images = images
+                if self.provider is None or not self.provider.images:
+                    provider = DockerProvider(
+                        warm=max(self.warm.values(), default=1),
+                        sizes=self.warm,  # per served domain (warm_sizes)
+                        start_timeout=self.opts.start_timeout,
+                        checkout_timeout=2 * self.opts.start_timeout,
+                    )
+                    # A domain serving one task (a GRPO group, or a server of one task) has
+                    # its spares seeded for that task ahead: a reset is a hand-over. With
+                    # several tasks the order is the client's: spares are booted only and
+                    # seeded at the reset.
+                    provider.plan({}, self._one_task_plan())
+                    await provider.start(self.run_id)  # stale leftovers swept, images resolved
+                    self.provider = provider
                 if self.manifest is None:
-                    await asyncio.to_thread(sweep, None, ORPHAN_TTL, True)
-                    self.manifest = await asyncio.to_thread(self._write_manifest, images)
+                    self.manifest = await asyncio.to_thread(self._write_manifest, self.provider.images)
                 for domain in self.domains:
-                    if domain not in self.pools:
-                        pool = SandboxPool(
-                            [domain],
-                            size=self.warm[domain],
-                            typesense=True,
-                            limits=Limits(runtime=self.opts.runtime),
-                            run_id=self.run_id,
-                            images=images,
-                            start_timeout=self.opts.start_timeout,
-                            fail_fast=False,
-                        )
-                        only = [t for t in self.tasks.values() if t.domain == domain]
-                        if len(only) == 1:
-                            # Every reset of this domain is of one task (a GRPO group, or a
-                            # server of one task): spares are seeded for it ahead, and a
-                            # reset is a hand-over. With several tasks the order is the
-                            # client's: spares are booted only, seeded at the reset.
-                            prepare = functools.partial(task_preparation, self.bench, only[0])
-                            pool.plan(itertools.repeat(prepare, PLAN_AHEAD))
-                        await pool.__aenter__()
-                        self.pools[domain] = pool
+                    await self.provider.warm_up(
+                        SandboxRequest(domains=[domain], limits=self.limits, run_id=self.run_id)
+                    )
                 self.bring_up_error = None
                 return
             except (BundleChanged, ImageMissingError) as exc:  # waiting cannot cure these
@@ -176,6 +179,16 @@ class EnvHost:
                 log.exception("env server start-up failed")
                 self.bring_up_error = f"{exc.__class__.__name__}: {exc}"
             await asyncio.sleep(BRING_UP_RETRY)
+
+    def _one_task_plan(self) -> list[Upcoming]:
+        """PLAN_AHEAD checkouts of each one-task domain's task (lazy preparers: cheap to hold)."""
+        upcoming: list[Upcoming] = []
+        for domain in self.domains:
+            only = [t for t in self.tasks.values() if t.domain == domain]
+            if len(only) == 1:
+                prepare = functools.partial(task_preparation, self.bench, only[0])
+                upcoming += [Upcoming([domain], prepare)] * PLAN_AHEAD
+        return upcoming
 
     def _write_manifest(self, images: dict[str, str]) -> dict[str, Any]:
         return write_manifest(
@@ -199,16 +212,19 @@ class EnvHost:
             self._bring_up.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._bring_up
-        for pool in self.pools.values():
-            await pool.close()
-        if self.proxy is not None:
-            self.proxy.close()
-        if self.user_client is not None:
-            await self.user_client.aclose()
-        if self.judge is not None:
-            await self.judge.aclose()
-        self.output.unlock()
-        await asyncio.to_thread(sweep, self.run_id)
+        try:
+            if self.provider is not None:
+                await self.provider.close()
+        finally:
+            if self.proxy is not None:
+                self.proxy.close()
+            if self.user_client is not None:
+                await self.user_client.aclose()
+            if self.judge is not None:
+                await self.judge.aclose()
+            self.output.unlock()
+            # also what golden replays of this run left
+            await asyncio.to_thread(sweep, self.run_id)
 
     # ---- episodes --------------------------------------------------------------
     def task(self, test_uid: str) -> Task:
@@ -259,13 +275,3 @@ class EnvHost:
                 active_sessions=len(self.episodes),
                 max_sessions=self.opts.max_episodes,
             )
-
-    async def sandbox(self, task: Task, prepare: TaskPreparation) -> AsyncSandbox:
-        """A warm sandbox of the task's domain, prepared for it."""
-        acquire = self.pools[task.domain].acquire(prepare)
-        try:
-            return await asyncio.wait_for(acquire, 2 * self.opts.start_timeout)
-        except TimeoutError:
-            raise SandboxError(
-                f"no {task.domain} sandbox within {2 * self.opts.start_timeout:g} s (is Docker overloaded?)"
-            ) from None

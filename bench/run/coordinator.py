@@ -130,17 +130,20 @@ class Coordinator:
         # What stopped the run (the output could not be written), raised once the attempts in flight end.
         self._fatal: OutputUnwritable | None = None
         self.gate = DaemonGate(
-            self.executor.ping, opts.daemon_wait, notice=self.notice, on_back=self.executor.recovered
+            self.executor.sandboxes.ping,
+            opts.daemon_wait,
+            notice=self.notice,
+            on_back=self.executor.sandboxes.recovered,
         )
 
     # ---- what the progress view reads
     @property
     def counts(self) -> dict[str, int]:
-        return {**self._counts, "alive": self.executor.alive}
+        return {**self._counts, "alive": self.executor.sandboxes.alive}
 
     @property
     def warm_sandboxes(self) -> int:
-        return self.executor.warm
+        return self.executor.sandboxes.warm
 
     @property
     def nodes(self) -> dict[str, dict[str, int]] | None:
@@ -203,8 +206,8 @@ class Coordinator:
             self.notice(f"tbx run: {name} ended in a half-written line (a killed run); cut it off")
         self.phase = "sweeping stale containers, resolving images"
         await self.executor.start(self.run_id)
-        self.images = dict(self.executor.images)
-        digests = await self.executor.image_digests()
+        self.images = dict(self.executor.sandboxes.images)
+        digests = await self.executor.sandboxes.image_digests()
         self.data_hash = await asyncio.to_thread(dataset_hash, self.bench.root)
 
         def manifest() -> dict[str, Any]:
@@ -251,7 +254,7 @@ class Coordinator:
         budget: dict[str, int] = {}
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
-        self.executor.plan(
+        self.executor.sandboxes.plan(
             budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
         )
         sem = asyncio.Semaphore(self.opts.concurrency)

@@ -26,17 +26,18 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import parse_models_config
 from bench.prepare import TaskPreparation
 from bench.replay.local import fresh_schema, reset_rows
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.daemon import DaemonGone
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.run.lifecycle import execute_attempt
 from bench.run.output import dataset_hash
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
 from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
-from sandbox import ProxyServer, RegisterRequest, ToolPolicy, Upstream
+from sandbox import ProxyServer
 from sandbox.errors import ContainerStartError
 from sandbox.provider import SandboxProvider, SandboxSession
 from sandbox.sandbox import SandboxRequest
@@ -87,10 +88,14 @@ class InProcessSession:
     def admin_dsn(self, domain: str) -> str:
         return self.dsn
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        headers = {UPSTREAM_SECRET_HEADER: self.secret}
-        upstreams = {d: Upstream(url=u, headers=headers) for d, u in self._servers.items()}
-        return RegisterRequest(attempt_id=self.attempt_id, upstreams=upstreams, policy=policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return {UPSTREAM_SECRET_HEADER: self.secret}
+
+    # Nothing runs in containers: no device, no container, no network to watch.
+    interface = None
+    containers: Mapping[str, str] = {}
+    network = None
 
     async def close(self) -> None:
         self.server.should_exit = True
