@@ -13,7 +13,7 @@ CONFIG ?=
 AGENT ?= llm
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean openenv-client
+.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean openenv-client openenv10-client
 
 # Without CONFIG: the built-in agents `oracle` and `chaos` on the demo pack.
 # With CONFIG=models.yaml (and DATASET=...): that model, k=K.
@@ -53,18 +53,30 @@ $(OPENENV_VENV)/.installed: constraints.txt
 	$(OPENENV_VENV)/bin/pip install -q -c constraints.txt 'openenv-core==0.3.0'
 	touch $@
 
+# openenv 0.10 (the current OpenEnv package; its generic and MCP clients drive the env-server
+# tests) in a third venv: it needs fastmcp 3 / mcp 1.x, which tbx's mcp 2 excludes, so it is
+# pinned here and not in constraints.txt.
+OPENENV10_VENV := .venv-openenv10
+openenv10-client: $(OPENENV10_VENV)/.installed
+
+$(OPENENV10_VENV)/.installed:
+	$(PY) -m venv $(OPENENV10_VENV)
+	$(OPENENV10_VENV)/bin/pip install -q --upgrade pip
+	$(OPENENV10_VENV)/bin/pip install -q 'openenv==0.10.0'
+	touch $@
+
 testdb:
 	bash scripts/test-postgres.sh start
 
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
-test: venv images testdb openenv-client
+test: venv images testdb openenv-client openenv10-client
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: venv testdb
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
-integration: venv images openenv-client
+integration: venv images openenv-client openenv10-client
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 conformance: venv images

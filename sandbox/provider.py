@@ -267,12 +267,15 @@ class DockerProvider(SandboxProvider):
         self,
         *,
         warm: int = 0,
+        sizes: Mapping[str, int] | None = None,
         stale_after: float = ORPHAN_TTL,
         start_timeout: float | None = None,
         checkout_timeout: float | None = None,
     ):
         super().__init__()
         self.warm_size = warm
+        # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
+        self.sizes: dict[str, int] = dict(sizes or {})
         self.stale_after = stale_after
         # A pooled boot's start timeout (None: the pool's default), and how long a
         # warm checkout may wait for its sandbox (None: as long as it takes).
@@ -360,7 +363,7 @@ class DockerProvider(SandboxProvider):
         if pool is None:
             pool = SandboxPool(
                 request.domains,
-                size=self.warm_size,
+                size=self.sizes.get(key, self.warm_size),
                 typesense=request.typesense,
                 limits=request.limits,
                 run_id=request.run_id,

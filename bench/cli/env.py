@@ -1,8 +1,8 @@
 """`tbx env serve`: the OpenEnv environment server (see bench.env and docs/openenv.md).
 
 tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
-              [--tasks IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
-              [--allow-host NAME] [--allow-origin ORIGIN] [--token-env VAR]   (bench.web_guard)
+              [--tasks FILE|IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
+              [--capacity-wait S] [--allow-host NAME] [--allow-origin ORIGIN] [--token-env VAR]
 """
 
 from __future__ import annotations
@@ -37,10 +37,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", default="results/env", help="where episodes are recorded (like `tbx run --out`)"
     )
     serve.add_argument("--release", help="release test list name (default: the benchmark's)")
-    serve.add_argument("--tasks", help="comma-separated task ids (or uids) to serve (default: all)")
+    serve.add_argument(
+        "--tasks",
+        help="the tasks to serve: a task-list file (a YAML list of ids, the layout of the benchmark's "
+        "releases/testlist*.yaml) or comma-separated task ids (or uids); default: the release list",
+    )
     serve.add_argument("--domain", action="append", help="only these domains (each gets a warm pool)")
     serve.add_argument(
-        "--warm", type=int, default=1, help="booted sandboxes kept ready per domain (default 1)"
+        "--warm",
+        type=int,
+        default=None,
+        help="booted sandboxes kept ready per domain (default: 2 in all, at most --max-episodes, shared by "
+        "the domains' shares of the served tasks); a domain serving one task keeps them seeded for it",
     )
     serve.add_argument(
         "--idle-timeout", type=float, default=300.0, help="seconds without a step before teardown"
@@ -61,8 +69,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
     )
     serve.add_argument("--name", help="run name shown in reports")
+    serve.add_argument(
+        "--capacity-wait",
+        type=float,
+        default=0.0,
+        help="seconds a reset at capacity waits for a free slot before CAPACITY_REACHED (default 0)",
+    )
     add_guard_arguments(serve)
     serve.set_defaults(fn=serve_command)
+
+
+def task_source(tasks: str | None, release: str | None) -> tuple[str | Path | None, str | None]:
+    """(the release list to load, the ids to pick from it): `--tasks FILE` is a task list of
+    the release layout, served in its order; anything else is comma-separated ids."""
+    if tasks and Path(tasks).is_file():
+        return Path(tasks).resolve(), None
+    return release, tasks
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -77,15 +99,19 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.run.sizing import default_concurrency
     from bench.web_guard import policy_from_args
 
-    try:
+    release, ids = task_source(args.tasks, args.release)
+    try:  # the request guard (#29 finding 3): loopback Host, same-origin pages, JSON bodies, token
         guard = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
     except ValueError as exc:
         print(f"tbx env serve: {exc}", file=sys.stderr)
         return 2
-    bench = load_benchmark(Path(args.dataset), release=args.release, strict=False)
+    bench = load_benchmark(Path(args.dataset), release=release, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)
-    tasks = select_tasks(bench, args.tasks, args.domain)
+    if release is not None and bench.release is None:
+        print(f"tbx env serve: the task list {release} could not be used (see the warnings)", file=sys.stderr)
+        return 2
+    tasks = select_tasks(bench, ids, args.domain)
     config = load_models_config(args.config)
     opts = EnvOptions(
         out=Path(args.out),
@@ -101,7 +127,17 @@ def serve_command(args: argparse.Namespace) -> int:
         run_name=args.name,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
-    server = EnvServer(EnvHost(bench, config, tasks, opts))
+    fatal: list[str] = []
+
+    def stop_on_fatal(message: str) -> None:
+        """A start-up condition waiting cannot cure: say so and exit, never 503 forever."""
+        fatal.append(message)
+        print(f"tbx env serve: cannot serve: {message}", file=sys.stderr, flush=True)
+        served.should_exit = True
+
+    server = EnvServer(
+        EnvHost(bench, config, tasks, opts), capacity_wait=args.capacity_wait, on_fatal=stop_on_fatal
+    )
     print(
         f"tbx env serve: {len(tasks)} tasks, up to {opts.max_episodes} episodes at once, "
         f"recording to {opts.out}; ws://{args.host}:{args.port}/ws (GET /ready says when it can take work)",
@@ -120,4 +156,6 @@ def serve_command(args: argparse.Namespace) -> int:
         )
     )
     served.run()
-    return 128 + served.stopped_by if served.stopped_by else 0
+    if served.stopped_by:
+        return 128 + served.stopped_by
+    return 2 if fatal else 0

@@ -39,6 +39,7 @@ from bench.env.protocol import (
     CallToolAction,
     EnvError,
     EpisodeState,
+    EpisodeStatus,
     ErrorCode,
     ListToolsAction,
     Observation,
@@ -130,13 +131,22 @@ class Episode:
             episode_id=self.id,
             step_count=self.steps,
             task_uid=self.task.id,
-            phase=self.phase,  # type: ignore[arg-type]
+            status=self.status,
             done=self.done,
             reward=self.reward,
             reward_type=self.reward_type,  # type: ignore[arg-type]
             attempt_id=self.attempt_id,
+            repeat=self.repeat,
             containers=self.containers,
         )
+
+    @property
+    def status(self) -> EpisodeStatus:
+        if self.phase == "done":
+            return "error" if self.reward_type == "system_error" else "done"
+        if self.phase in ("closed", "finalizing"):
+            return self.phase  # type: ignore[return-value]
+        return "active"  # starting or running
 
     async def start(self) -> Observation:
         """Check out and seed the sandbox; the reset observation (or a terminal system error)."""
@@ -212,6 +222,9 @@ class Episode:
                             finish = await self._converse(client)
                     except BaseExceptionGroup as group:
                         raise single_exception(group) from group
+                    finally:
+                        # the conversation is over: unregister, terminal dump, teardown follow
+                        self.phase = "finalizing"
             except SandboxGoneError as exc:
                 # The lifecycle's word for a lost sandbox; the episode's records say SandboxLost.
                 if isinstance(exc, SandboxLost):
@@ -251,11 +264,8 @@ class Episode:
                     reward=self.reward,
                     reward_type=self.reward_type,
                     finish_reason=finish.reason,
-                    metadata={
-                        "attempt_id": self.attempt_id,
-                        "repeat": self.repeat,
-                        **verdict_metadata(verdict),
-                    },
+                    test_summary={"passed": verdict.passed, **verdict_metadata(verdict)},
+                    metadata={"attempt_id": self.attempt_id, "repeat": self.repeat},
                     **finish.fields,
                 )
             )
@@ -436,7 +446,13 @@ class Episode:
         )
         results = []
         for call_id, spec, raw in zip(ids, calls, raws, strict=True):
-            results.append(await self._call(client, run, call_id, spec.name, raw))
+            if spec.parse_error is not None:
+                text = f"the tool call could not be parsed: {spec.parse_error[:500]}"
+                results.append(
+                    ToolResult(call_id=call_id, name=spec.name, tool_result=text, tool_error="invalid_args")
+                )
+            else:
+                results.append(await self._call(client, run, call_id, spec.name, raw))
             run.messages.append(
                 Message(role="tool", tool_call_id=call_id, name=spec.name, content=results[-1].tool_result)
             )
@@ -468,8 +484,8 @@ class Episode:
 
     # ---- helpers --------------------------------------------------------------------
     def _observation(self, kind: str, **fields: Any) -> Observation:
-        return Observation(
-            kind=kind,  # type: ignore[arg-type]
+        return Observation.build(
+            kind,
             episode_id=self.id,
             task_uid=self.task.id,
             steps_taken=self.steps,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,15 @@ from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
+from bench.prepare import task_preparation
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from sandbox import ProxyServer
-from sandbox.errors import SandboxError
+from sandbox.errors import ImageMissingError, SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
-from sandbox.provider import DockerProvider, image_digests
+from sandbox.provider import DockerProvider, Upcoming, image_digests
 from sandbox.sandbox import SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
@@ -43,12 +45,27 @@ log = logging.getLogger(__name__)
 
 AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
+WARM_TOTAL = 2  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
+PLAN_AHEAD = 10_000  # planned checkouts of a one-task domain (lazy preparers: cheap to hold)
+
+
+def warm_sizes(tasks: list[Task], max_episodes: int, warm: int | None) -> dict[str, int]:
+    """Per domain, the sandboxes its pool keeps ready: `warm` each when given, else
+    WARM_TOTAL (at most max_episodes) shared by the domains' shares of the served tasks."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.domain] = counts.get(t.domain, 0) + 1
+    if warm is not None:
+        return {d: warm for d in counts}
+    total = min(WARM_TOTAL, max_episodes)
+    return {d: max(1, round(total * n / len(tasks))) for d, n in counts.items()}
 
 
 class EnvOptions(BaseModel):
     out: Path
     max_episodes: int = Field(default=4, ge=1)
-    warm: int = Field(default=1, ge=1)  # booted sandboxes kept ready per served domain
+    # booted sandboxes kept ready per served domain; None: sized from the served list (warm_sizes)
+    warm: int | None = Field(default=None, ge=1)
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
     wall_clock: float = Field(default=WALL_CLOCK, gt=0)  # per episode, as `tbx run --wall-clock`
     call_timeout: float = Field(default=CALL_TIMEOUT, gt=0)
@@ -67,6 +84,9 @@ class EnvHost:
         self.tasks = {t.id: t for t in tasks}
         self.by_uid = {t.uid: t for t in tasks}
         self.domains = sorted({t.domain for t in tasks})
+        self.warm = warm_sizes(tasks, opts.max_episodes, opts.warm)
+        # what a reset's `dataset` may say: the benchmark's directory name, or its release list's
+        self.dataset_names = {bench.root.name, *([Path(bench.release).stem] if bench.release else [])}
         self.run_id = new_id("run")
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
@@ -80,7 +100,7 @@ class EnvHost:
         self.bring_up_error: str | None = "starting"
         self.fatal: str | None = None  # a start-up problem retrying cannot fix (the output directory)
         self.episodes: dict[str, Any] = {}  # episode id -> bench.env.episode.Episode, while it holds a slot
-        self._repeats: dict[str, int] = {}
+        self._repeats: dict[str, set[int]] = {}  # task -> repeats recorded or handed out
         self._bring_up: asyncio.Task[None] | None = None
         self.config_problems = self._check_config()
 
@@ -129,10 +149,16 @@ class EnvHost:
             try:
                 if self.provider is None or not self.provider.images:
                     provider = DockerProvider(
-                        warm=self.opts.warm,
+                        warm=max(self.warm.values(), default=1),
+                        sizes=self.warm,  # per served domain (warm_sizes)
                         start_timeout=self.opts.start_timeout,
                         checkout_timeout=2 * self.opts.start_timeout,
                     )
+                    # A domain serving one task (a GRPO group, or a server of one task) has
+                    # its spares seeded for that task ahead: a reset is a hand-over. With
+                    # several tasks the order is the client's: spares are booted only and
+                    # seeded at the reset.
+                    provider.plan({}, self._one_task_plan())
                     await provider.start(self.run_id)  # stale leftovers swept, images resolved
                     self.provider = provider
                 if self.manifest is None:
@@ -143,7 +169,7 @@ class EnvHost:
                     )
                 self.bring_up_error = None
                 return
-            except BundleChanged as exc:
+            except (BundleChanged, ImageMissingError) as exc:  # waiting cannot cure these
                 self.fatal = str(exc)
                 self.bring_up_error = self.fatal
                 return
@@ -153,6 +179,16 @@ class EnvHost:
                 log.exception("env server start-up failed")
                 self.bring_up_error = f"{exc.__class__.__name__}: {exc}"
             await asyncio.sleep(BRING_UP_RETRY)
+
+    def _one_task_plan(self) -> list[Upcoming]:
+        """PLAN_AHEAD checkouts of each one-task domain's task (lazy preparers: cheap to hold)."""
+        upcoming: list[Upcoming] = []
+        for domain in self.domains:
+            only = [t for t in self.tasks.values() if t.domain == domain]
+            if len(only) == 1:
+                prepare = functools.partial(task_preparation, self.bench, only[0])
+                upcoming += [Upcoming([domain], prepare)] * PLAN_AHEAD
+        return upcoming
 
     def _write_manifest(self, images: dict[str, str]) -> dict[str, Any]:
         return write_manifest(
@@ -197,26 +233,35 @@ class EnvHost:
             known = len(self.tasks)
             raise EnvError(
                 ErrorCode.VALIDATION_ERROR,
-                f"unknown task {test_uid!r}: this server serves {known} task(s) of {self.bench.root} "
+                f"unknown task {test_uid[:200]!r}: this server serves {known} task(s) of {self.bench.root.name} "
                 "(`tbx tasks list` shows their ids)",
             )
         return task
 
     def next_repeat(self, task: Task, wanted: int | None) -> int:
-        """`wanted`, else one past the highest repeat of the task recorded or handed out so far."""
-        if task.id not in self._repeats:
-            done = self.output.done(retry_errors=False)
-            self._repeats[task.id] = max((r + 1 for t, r in done if t == task.id), default=0)
+        """`wanted` unless it is recorded or handed out already (refused: a repeat is one
+        attempt), else one past the highest repeat of the task recorded or handed out so far."""
+        used = self._repeats.get(task.id)
+        if used is None:
+            recorded = self.output.done(retry_errors=False)
+            used = self._repeats[task.id] = {r for t, r in recorded if t == task.id}
         if wanted is not None:
-            self._repeats[task.id] = max(self._repeats[task.id], wanted + 1)
+            if wanted in used:
+                raise EnvError(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"repeat {wanted} of {task.id} is recorded or running already; "
+                    "omit `repeat` to get the next unused one",
+                    409,
+                )
+            used.add(wanted)
             return wanted
-        repeat = self._repeats[task.id]
-        self._repeats[task.id] = repeat + 1
+        repeat = max(used, default=-1) + 1
+        used.add(repeat)
         return repeat
 
     def check_capacity(self) -> None:
         if self.fatal is not None:
-            raise EnvError(ErrorCode.EXECUTION_ERROR, f"the server cannot record episodes: {self.fatal}", 503)
+            raise EnvError(ErrorCode.FACTORY_ERROR, f"the server cannot make episodes: {self.fatal}", 503)
         if self.bring_up_error is not None:
             raise EnvError(
                 ErrorCode.EXECUTION_ERROR, f"the server is not ready yet: {self.bring_up_error}", 503

@@ -1,15 +1,19 @@
 """The OpenEnv wire format of `tbx env serve`.
 
-Envelope (as openenv-core's `EnvClient` and `HTTPEnvServer` speak it):
+Envelope (as `openenv` 0.10's `EnvClient`/`MCPToolClient` and `HTTPEnvServer` speak it;
+openenv-core 0.3's client speaks the same subset without `mcp`):
 
-    WS /ws   client: {"type": "reset", "data": {...}} | {"type": "step", "data": ACTION}
-                     | {"type": "state"} | {"type": "close"}
-             server: {"type": "observation", "data": {"observation": OBS, "reward": R, "done": D}}
-                     | {"type": "state", "data": STATE}
+    WS /ws[?session_id=S]
+             client: {"type": "reset", "data": {...}} | {"type": "step", "data": ACTION}
+                     | {"type": "state"} | {"type": "close"} | {"type": "mcp", "data": JSON-RPC}
+             server: {"type": "observation", "data": {"observation": OBS, "reward": R, "done": D,
+                                                      "metadata": M}}
+                     | {"type": "state", "data": STATE} | {"type": "mcp", "data": JSON-RPC reply}
                      | {"type": "error", "data": {"message": ..., "code": ERROR_CODE}}
-    HTTP     POST /reset {...reset fields}      -> {"observation": OBS, "reward": R, "done": D}
+    HTTP     POST /reset {...reset fields}      -> {"observation": OBS, "reward": R, "done": D, ...}
              POST /step {"action": ACTION, "episode_id": ID} -> the same
              GET /state?episode_id=ID           -> STATE
+             POST /mcp JSON-RPC (bench.env.mcp_rpc)
 
 Actions and observations follow the published ThinkingBox environment:
 `list_tools`, `call_tool` (one call, or a `parallel_tool_calls` batch) and
@@ -20,21 +24,36 @@ ends the episode with `reward_type: system_error` and no reward.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 
 class ErrorCode(StrEnum):
-    """openenv-core's `WSErrorCode` values (the client shows `code` in its error)."""
+    """openenv's `WSErrorCode` values (the client shows `code` in its error)."""
 
     INVALID_JSON = "INVALID_JSON"
     UNKNOWN_TYPE = "UNKNOWN_TYPE"
     VALIDATION_ERROR = "VALIDATION_ERROR"
     EXECUTION_ERROR = "EXECUTION_ERROR"
     CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"  # the server cannot make episodes at all (start-up failed)
     SESSION_ERROR = "SESSION_ERROR"
+
+
+# OpenEnv keeps these names for its own message types: no served tool may carry one.
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
+MAX_REPEAT = 1_000_000  # repeats number the attempts of a task; far beyond any k, short in a file name
 
 
 class EnvError(Exception):
@@ -59,6 +78,9 @@ class ToolCallSpec(BaseModel):
     name: str = Field(min_length=1)
     arguments: Any = None
     call_id: str | None = None
+    # the published environment's: the agent's tool call could not be parsed (it is answered
+    # as invalid arguments, and nothing is sent to the tool server)
+    parse_error: str | None = None
 
 
 class _Action(BaseModel):
@@ -140,15 +162,24 @@ def parse_action(data: Any) -> ListToolsAction | CallToolAction | SubmitMessageA
 
 
 class ResetRequest(BaseModel):
-    """`test_uid`: the task id (or uid). `repeat` (or OpenEnv's `seed`) numbers the
-    attempt and seeds the simulated user; default: the task's next unused repeat."""
+    """What the published ThinkingBox environment's `reset` takes, plus tbx's `repeat`.
+
+    `test_uid`: the task id (or uid). `dataset`: the served benchmark's name, checked
+    when given. `agent`: a label recorded with the episode. `config`: the published
+    environment's native config; accepted and ignored (the server's models config
+    governs). `seed`: OpenEnv's, accepted and ignored. `repeat` numbers the attempt
+    (and seeds the simulated user): default the task's next unused repeat; a repeat
+    already recorded or running is refused, never reused."""
 
     model_config = ConfigDict(extra="forbid")
 
-    test_uid: str = Field(min_length=1)
-    repeat: int | None = Field(default=None, ge=0)
-    seed: int | None = Field(default=None, ge=0)
-    episode_id: str | None = Field(default=None, max_length=255)
+    test_uid: str = Field(min_length=1, max_length=512)
+    dataset: str | None = Field(default=None, max_length=512)
+    agent: str | None = Field(default=None, max_length=128)
+    config: Any = None
+    repeat: StrictInt | None = Field(default=None, ge=0, lt=MAX_REPEAT)
+    seed: int | None = None
+    episode_id: str | None = Field(default=None, min_length=1, max_length=255)
 
     @field_validator("test_uid")
     @classmethod
@@ -171,51 +202,69 @@ class ToolResult(BaseModel):
 
 
 class Observation(BaseModel):
+    """The published ThinkingBox environment's observation fields, and OpenEnv's `metadata`.
+
+    What tbx adds (episode_id, call_id, tool_name, the agent's `response`, finish_reason,
+    the error of a refused step, attempt id, repeat) travels in `metadata`, so a client
+    whose observation model forbids unknown fields parses these unchanged."""
+
     kind: ObservationKind
-    episode_id: str | None = None
     task_uid: str | None = None
     task: str | None = None  # the customer's opening request
     system_instructions: str | None = None
     bot_instructions: str | None = None
     tools: list[dict[str, Any]] | None = None  # OpenAI function form, allow-listed, overrides applied
     messages: list[dict[str, Any]] | None = None
-    call_id: str | None = None
-    tool_name: str | None = None
     tool_result: str | None = None
     tool_error: ToolErrorKind | None = None
     tool_results: list[ToolResult] | None = None  # tool_batch, and calls made by submit_message
     user_message: str | None = None
-    response: str | None = None  # the agent's message this observation answers
-    finish_reason: str | None = None
     reward_type: RewardType | None = None
     system_error: str | None = None
-    error: str | None = None  # kind "error": what was wrong with the step
+    # terminal: pass/fail, failure signature, counts of labelled differences (never golden values)
+    test_summary: dict[str, Any] | None = None
     steps_taken: int = 0
     done: bool = False
     reward: float | None = None
-    # terminal: attempt id, failure signature, counts of labelled differences (never golden values)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @classmethod
+    def build(cls, kind: str, **fields: Any) -> Observation:
+        """An observation from any fields: the schema's own go top level, the rest into metadata."""
+        own = {k: v for k, v in fields.items() if k in cls.model_fields and k != "metadata"}
+        extra = {k: v for k, v in fields.items() if k not in cls.model_fields and v is not None}
+        return cls(kind=kind, **own, metadata={**extra, **fields.get("metadata", {})})  # type: ignore[arg-type]
+
     def envelope(self) -> dict[str, Any]:
-        """The OpenEnv step result: {"observation", "reward", "done"}."""
+        """The OpenEnv step result: {"observation", "reward", "done", "metadata"}. `tools` only
+        when there are tools: openenv's MCPToolClient reads any `tools` key as a listing."""
+        skip = {"done", "reward", *(["tools"] if self.tools is None else [])}
         return {
-            "observation": self.model_dump(mode="json", exclude={"done", "reward"}),
+            "observation": self.model_dump(mode="json", exclude=skip),
             "reward": self.reward,
             "done": self.done,
+            "metadata": self.metadata,
         }
 
 
+EpisodeStatus = Literal["idle", "active", "finalizing", "done", "closed", "error"]
+
+
 class EpisodeState(BaseModel):
-    """GET /state and WS "state": OpenEnv's `State` (episode_id, step_count) plus the episode's phase."""
+    """GET /state and WS "state": OpenEnv's `State` (episode_id, step_count) plus the
+    published environment's `status`: idle (no episode), active (being set up or played),
+    finalizing (the conversation ended; terminal state and grading), done (graded), closed
+    (ended by the client or the server before its end), error (ended by a system error)."""
 
     episode_id: str | None = None
     step_count: int = 0
+    status: EpisodeStatus = "idle"
     task_uid: str | None = None
-    phase: Literal["idle", "starting", "running", "done", "closed"] = "idle"
     done: bool = False
     reward: float | None = None
     reward_type: RewardType | None = None
     attempt_id: str | None = None
+    repeat: int | None = None
     # the episode's sandbox containers (role -> container id), for `docker logs` on this machine
     containers: dict[str, str] = Field(default_factory=dict)
 
@@ -228,3 +277,49 @@ def schemas() -> dict[str, Any]:
         "state": EpisodeState.model_json_schema(),
         "reset": ResetRequest.model_json_schema(),
     }
+
+
+# ---- JSON in --------------------------------------------------------------------
+
+MAX_DEPTH = 64  # nesting any real action or reset needs is < 10; deeper is refused before parsing
+
+
+def _too_deep(text: str) -> bool:
+    """Brackets nested deeper than MAX_DEPTH outside strings (json.loads would recurse)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """A request body or WebSocket text frame, or EnvError(INVALID_JSON) saying why not:
+    invalid UTF-8, not JSON, nested deeper than MAX_DEPTH, or an integer longer than
+    Python converts (4300 digits)."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: not UTF-8 (byte {exc.start})") from None
+    if raw.count("[") + raw.count("{") > MAX_DEPTH and _too_deep(raw):
+        raise EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc.msg} at position {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # an integer past the int-conversion limit
+        raise EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: {str(exc)[:200]}") from None

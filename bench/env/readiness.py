@@ -8,7 +8,8 @@
     pool     every served domain's warm pool holds a booted sandbox (PostgreSQL, Typesense
              and the tool server observed answering by the boot itself)
     proxy    the session proxy answers HTTP on 127.0.0.1
-    user     the user model endpoint answers `GET /models`
+    user     the user model endpoint serves chat completions: listed by `GET /models`, else
+             proven by a 1-token completion (bench.env.endpoint_probe)
     judge    the same for the judge endpoint (when configured)
 
 Checks run concurrently, each bounded by CHECK_TIMEOUT; the result is cached
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from bench.env.endpoint_probe import ProbeCache
 from bench.env.host import EnvHost
 from bench.llm.config import RoleConfig
 from sandbox.docker_client import docker_client
@@ -52,7 +54,7 @@ async def _dataset(host: EnvHost) -> Component:
         return _fail(f"{len(host.bench.errors)} problem(s), first: {host.bench.errors[0]}")
     if not host.tasks:
         return _fail("no task selected")
-    return _ok(f"{len(host.tasks)} task(s) in {', '.join(host.domains)} from {host.bench.root}")
+    return _ok(f"{len(host.tasks)} task(s) in {', '.join(host.domains)} from {host.bench.root.name}")
 
 
 async def _config(host: EnvHost) -> Component:
@@ -93,7 +95,7 @@ async def _output(host: EnvHost) -> Component:
         return _fail(host.fatal)
     if host.manifest is None:
         return _fail(f"manifest not written yet ({host.bring_up_error or 'starting'})")
-    return _ok(str(host.opts.out))
+    return _ok(f"recording to {host.opts.out.name}")
 
 
 async def _pool(host: EnvHost) -> Component:
@@ -122,23 +124,11 @@ async def _proxy(host: EnvHost) -> Component:
     return _ok(f"{proxy.url} answers (HTTP {r.status_code} without a token)")
 
 
-async def _endpoint(role: str, cfg: RoleConfig | None, needed: bool) -> Component:
+async def _endpoint(probes: ProbeCache, role: str, cfg: RoleConfig | None, needed: bool) -> Component:
     if cfg is None:
         return _fail(f"no {role} role configured") if needed else _ok("not configured (not needed)")
-    url = cfg.base_url.rstrip("/") + "/models"
-    try:
-        headers = {"Authorization": f"Bearer {cfg.resolved_api_key()}"}
-        async with httpx.AsyncClient(timeout=CHECK_TIMEOUT) as http:
-            r = await http.get(url, headers=headers)
-    except httpx.HTTPError as exc:
-        return _fail(f"{url} unreachable: {exc!r}")
-    except Exception as exc:
-        return _fail(str(exc))
-    if r.status_code in (401, 403):
-        return _fail(f"{url} rejects the API key (HTTP {r.status_code})")
-    if r.status_code >= 500:
-        return _fail(f"{url} answers HTTP {r.status_code}")
-    return _ok(f"{cfg.model} at {cfg.base_url} answers")
+    result = await probes.check(role, cfg, CHECK_TIMEOUT)
+    return Component(result.ok, result.detail)
 
 
 class Readiness:
@@ -146,6 +136,7 @@ class Readiness:
         self.host = host
         self._cached: tuple[float, dict[str, Any]] | None = None
         self._lock = asyncio.Lock()
+        self._probes = ProbeCache()
 
     async def report(self) -> dict[str, Any]:
         async with self._lock:
@@ -166,8 +157,8 @@ class Readiness:
             "output": _output(host),
             "pool": _pool(host),
             "proxy": _proxy(host),
-            "user": _endpoint("user", host.config.user, True),
-            "judge": _endpoint("judge", host.config.judge, needs_judge),
+            "user": _endpoint(self._probes, "user", host.config.user, True),
+            "judge": _endpoint(self._probes, "judge", host.config.judge, needs_judge),
         }
 
         async def bounded(name: str, coro: Any) -> tuple[str, Component]:

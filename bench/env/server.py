@@ -1,27 +1,36 @@
-"""The HTTP + WebSocket server: OpenEnv's routes over `bench.env` episodes.
+"""The HTTP + WebSocket server: `openenv` 0.10's routes over `bench.env` episodes.
 
-    GET  /health     {"status": "healthy"} while the process serves
-    GET  /metadata   name, description, version (OpenEnv's EnvironmentMetadata) + what is served
-    GET  /schema     JSON schemas of action, observation, state (and the reset fields)
-    GET  /ready      200 when every component works, else 503 naming the failing ones
-    WS   /ws         one session per connection, one episode at a time (a new reset ends the last)
-    POST /reset      starts an episode held by the server; its id is `observation.episode_id`
-    POST /step       {"action": ..., "episode_id": ...}
-    GET  /state      ?episode_id=...
+    GET  /health      {"status": "healthy"} while the process serves
+    GET  /metadata    name, description, version (OpenEnv's EnvironmentMetadata) + what is served
+    GET  /schema      JSON schemas of action, observation, state
+    GET  /ready       200 when every component works, else 503 naming the failing ones
+    WS   /ws          one session per connection (or `?session_id=` joins one made over /mcp),
+                      one episode at a time (a new reset ends the last); message types
+                      reset, step, state, close, mcp
+    POST /mcp, WS /mcp  MCP JSON-RPC over the session's episode (bench.env.mcp_rpc)
+    POST /reset       starts an episode held by the server; its id is `observation.metadata.episode_id`
+    POST /step        {"action": ..., "episode_id": ...}
+    GET  /state       ?episode_id=...
+    Task API          /list_environments, /{env}/splits, /{env}/tasks, ... (bench.env.task_api)
 
 OpenEnv's own HTTP server mode makes a fresh environment per /reset and /step
 request; an episode here owns a sandbox, so the HTTP routes name the episode
 (`episode_id`, a field OpenEnv's request models allow) and the server keeps it
 until it ends, or idles out like a WebSocket episode whose client went quiet.
+
+Malformed input never costs a client its socket or its episode: every frame and
+body goes through `protocol.parse_json`, and a failing message is answered with
+its error code while the session goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,14 +43,27 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bench.env.episode import Episode
 from bench.env.host import EnvHost
-from bench.env.protocol import EnvError, EpisodeState, ErrorCode, ResetRequest, parse_action, schemas
+from bench.env.mcp_rpc import McpEndpoint, RpcCode, RpcError, error_reply
+from bench.env.protocol import (
+    EnvError,
+    EpisodeState,
+    ErrorCode,
+    ResetRequest,
+    parse_action,
+    parse_json,
+    schemas,
+)
 from bench.env.readiness import Readiness
+from bench.env.sessions import Session, Sessions
+from bench.env.task_api import ENV_NAME, TaskApi
 from bench.run.client_errors import client_error_text
 from bench.web_guard import GuardPolicy, WebGuard
 
 log = logging.getLogger(__name__)
 
 KEEP_FINISHED = 1000  # ended HTTP episodes kept for GET /state
+CAPACITY_POLL = 0.05  # seconds between capacity checks of a reset waiting for a slot
+FATAL_POLL = 0.2
 
 
 def _problems(exc: ValidationError) -> str:
@@ -49,81 +71,188 @@ def _problems(exc: ValidationError) -> str:
 
 
 class EnvServer:
-    def __init__(self, host: EnvHost):
+    """`capacity_wait`: seconds a reset at capacity waits for a slot before CAPACITY_REACHED
+    (0: answer at once). `on_fatal`: called once with the message when start-up meets a
+    condition waiting cannot cure (`tbx env serve` exits with it)."""
+
+    def __init__(
+        self,
+        host: EnvHost,
+        capacity_wait: float = 0.0,
+        on_fatal: Callable[[str], None] | None = None,
+    ):
         self.host = host
+        self.capacity_wait = capacity_wait
+        self.on_fatal = on_fatal
         self.readiness = Readiness(host)
         self.http_episodes: OrderedDict[str, Episode] = OrderedDict()
+        # idle sessions are dropped; live ones are bounded by max_episodes through their episodes
+        self.sessions = Sessions(limit=64 + 8 * host.opts.max_episodes, idle_timeout=host.opts.idle_timeout)
+        self.mcp = McpEndpoint(self.sessions, self._http_episode)
+        self.task_api = TaskApi(list(host.tasks.values()))
 
     # ---- shared by WS and HTTP ------------------------------------------------------
-    async def reset(self, data: Any, previous: Episode | None = None) -> tuple[Episode, dict[str, Any]]:
+    def _id_taken(self, episode_id: str) -> bool:
+        return episode_id in self.host.episodes or episode_id in self.http_episodes
+
+    async def _wait_for_slot(self) -> None:
+        deadline = time.monotonic() + self.capacity_wait
+        while len(self.host.episodes) >= self.host.opts.max_episodes and time.monotonic() < deadline:
+            await asyncio.sleep(CAPACITY_POLL)
+
+    async def reset(self, data: Any, session: Session | None = None) -> tuple[Episode, dict[str, Any]]:
         if not isinstance(data, dict):
             raise EnvError(ErrorCode.VALIDATION_ERROR, "reset data must be a JSON object")
         try:
             req = ResetRequest.model_validate(data)
         except ValidationError as exc:
             raise EnvError(ErrorCode.VALIDATION_ERROR, f"invalid reset: {_problems(exc)}", 422) from None
+        if req.dataset is not None and req.dataset not in self.host.dataset_names:
+            raise EnvError(
+                ErrorCode.VALIDATION_ERROR,
+                f"dataset {req.dataset[:80]!r} is not served here (this server serves "
+                f"{self.host.bench.root.name!r})",
+                422,
+            )
         task = self.host.task(req.test_uid)
-        if previous is not None and not previous.done:
-            await previous.close("the client reset to start another episode")
+        if req.episode_id is not None and self._id_taken(req.episode_id):
+            raise EnvError(
+                ErrorCode.SESSION_ERROR, f"episode {req.episode_id!r} exists; omit episode_id", 409
+            )
+        if session is not None and session.episode is not None and not session.episode.done:
+            await session.episode.close("the client reset to start another episode")
+        await self._wait_for_slot()
+        # From here to the episode's registration in host.episodes nothing awaits, so the
+        # id check and the capacity count cannot be raced by another reset.
+        if req.episode_id is not None and self._id_taken(req.episode_id):
+            raise EnvError(
+                ErrorCode.SESSION_ERROR, f"episode {req.episode_id!r} exists; omit episode_id", 409
+            )
         self.host.check_capacity()
-        repeat = self.host.next_repeat(task, req.repeat if req.repeat is not None else req.seed)
+        repeat = self.host.next_repeat(task, req.repeat)
         episode = Episode(self.host, task, repeat, req.episode_id)
+        if session is not None:
+            session.episode = episode
         obs = await episode.start()
         return episode, obs.envelope()
 
-    # ---- WebSocket ------------------------------------------------------------------
+    # ---- WebSocket /ws --------------------------------------------------------------
     async def websocket(self, ws: WebSocket) -> None:
         await ws.accept()
-        episode: Episode | None = None
+        requested = ws.query_params.get("session_id")
+        try:
+            session = self.sessions.attach(requested) if requested else self.sessions.create()
+        except EnvError as exc:
+            with contextlib.suppress(Exception):
+                await self._send_error(ws, exc)
+                await ws.close()
+            return
+        session.attached = True
         try:
             while True:
-                try:
-                    raw = await ws.receive_text()
-                except WebSocketDisconnect:
+                frame = await ws.receive()
+                if frame["type"] == "websocket.disconnect":
                     return
+                reply: dict[str, Any] | None
                 try:
-                    message = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    await self._send_error(ws, EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"))
-                    continue
-                kind = message.get("type") if isinstance(message, dict) else None
-                try:
-                    if kind == "reset":
-                        episode, result = await self.reset(message.get("data") or {}, episode)
-                        await ws.send_json({"type": "observation", "data": result})
-                    elif kind == "step":
-                        if episode is None:
-                            raise EnvError(ErrorCode.SESSION_ERROR, "no episode: send a reset first")
-                        action = parse_action(message.get("data"))
-                        obs = await episode.step(action)
-                        await ws.send_json({"type": "observation", "data": obs.envelope()})
-                    elif kind == "state":
-                        state = episode.state() if episode is not None else EpisodeState()
-                        await ws.send_json({"type": "state", "data": state.model_dump(mode="json")})
-                    elif kind == "close":
-                        return
-                    else:
+                    if frame.get("text") is None:
                         raise EnvError(
-                            ErrorCode.UNKNOWN_TYPE,
-                            f"Unknown message type: {kind!r} (reset, step, state or close)",
+                            ErrorCode.INVALID_JSON, "Invalid JSON: binary frames are not accepted; send text"
                         )
+                    reply = await self._ws_message(session, parse_json(frame["text"]))
                 except EnvError as exc:
-                    await self._send_error(ws, exc)
-        except WebSocketDisconnect:
-            return
-        except Exception as exc:
-            log.exception("websocket session failed")
-            with contextlib.suppress(Exception):
-                await self._send_error(ws, EnvError(ErrorCode.EXECUTION_ERROR, client_error_text(exc, None)))
+                    reply = {"type": "error", "data": exc.payload()}
+                except Exception as exc:  # one bad message, not the whole session
+                    log.exception("websocket message failed")
+                    failed = EnvError(ErrorCode.EXECUTION_ERROR, client_error_text(exc, None))
+                    reply = {"type": "error", "data": failed.payload()}
+                if reply is None:
+                    return
+                await ws.send_json(reply)
+        except (WebSocketDisconnect, OSError, RuntimeError):
+            return  # the client went away mid-reply
         finally:
-            if episode is not None and not episode.done:
-                await episode.close("the client closed the connection")
+            session.attached = False
+            if session.episode is not None and not session.episode.done:
+                await session.episode.close("the client closed the connection")
+            if not requested or session.closing:
+                self.sessions.remove(session.id)
             with contextlib.suppress(Exception):
                 await ws.close()
+
+    async def _ws_message(self, session: Session, message: Any) -> dict[str, Any] | None:
+        """The reply to one message, or None for `close`."""
+        if not isinstance(message, dict):
+            raise EnvError(
+                ErrorCode.VALIDATION_ERROR, 'a message is a JSON object {"type": ..., "data": ...}'
+            )
+        session.touch()
+        kind = message.get("type")
+        if kind == "reset":
+            data = message.get("data")
+            _, result = await self.reset({} if data is None else data, session)
+            return {"type": "observation", "data": result}
+        if kind == "step":
+            if session.episode is None:
+                raise EnvError(ErrorCode.SESSION_ERROR, "no episode: send a reset first")
+            action = parse_action(message.get("data"))
+            obs = await session.episode.step(action)
+            return {"type": "observation", "data": obs.envelope()}
+        if kind == "state":
+            state = session.episode.state() if session.episode is not None else EpisodeState()
+            return {"type": "state", "data": state.model_dump(mode="json")}
+        if kind == "close":
+            return None
+        if kind == "mcp":
+            return {"type": "mcp", "data": await self.mcp.handle(message.get("data"), session)}
+        raise EnvError(
+            ErrorCode.UNKNOWN_TYPE,
+            f"Unknown message type: {str(kind)[:80]!r} (reset, step, state, close or mcp)",
+        )
 
     @staticmethod
     async def _send_error(ws: WebSocket, exc: EnvError) -> None:
         await ws.send_json({"type": "error", "data": exc.payload()})
+
+    # ---- MCP ------------------------------------------------------------------------
+    async def http_mcp(self, request: Request) -> JSONResponse:
+        try:
+            payload = await self._body(request)
+        except EnvError as exc:
+            return JSONResponse(
+                error_reply(None, RpcError(RpcCode.PARSE_ERROR, exc.message)), status_code=400
+            )
+        return JSONResponse(await self.mcp.handle(payload))
+
+    async def ws_mcp(self, ws: WebSocket) -> None:
+        """JSON-RPC per text frame; `?session_id=` names the session whose episode it reaches."""
+        await ws.accept()
+        requested = ws.query_params.get("session_id")
+        own: Session | None = None
+        try:
+            own = self.sessions.get(requested) if requested else None
+            while True:
+                frame = await ws.receive()
+                if frame["type"] == "websocket.disconnect":
+                    return
+                try:
+                    if frame.get("text") is None:
+                        raise EnvError(ErrorCode.INVALID_JSON, "binary frames are not accepted; send text")
+                    payload = parse_json(frame["text"])
+                except EnvError as exc:
+                    await ws.send_json(error_reply(None, RpcError(RpcCode.PARSE_ERROR, exc.message)))
+                    continue
+                await ws.send_json(await self.mcp.handle(payload, own))
+        except EnvError as exc:
+            with contextlib.suppress(Exception):
+                await ws.send_json(error_reply(None, RpcError(RpcCode.INVALID_PARAMS, exc.message)))
+        except WebSocketDisconnect:
+            return
+        except Exception:
+            log.exception("MCP websocket failed")
+        finally:
+            with contextlib.suppress(Exception):
+                await ws.close()
 
     # ---- HTTP -----------------------------------------------------------------------
     @staticmethod
@@ -132,40 +261,42 @@ class EnvServer:
             {"detail": exc.message, "code": exc.code.value, **exc.extra}, status_code=exc.status
         )
 
-    async def _body(self, request: Request) -> Any:
+    @staticmethod
+    async def _body(request: Request) -> Any:
         raw = await request.body()
         if not raw.strip():
             return {}
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise EnvError(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}") from None
+        return parse_json(raw)
 
     def _http_episode(self, episode_id: Any) -> Episode:
         if not episode_id or not isinstance(episode_id, str):
             raise EnvError(
                 ErrorCode.SESSION_ERROR,
-                "episode_id is required: the id POST /reset returned (observation.episode_id)",
+                "episode_id is required: the id POST /reset returned (observation.metadata.episode_id)",
             )
         episode = self.http_episodes.get(episode_id)
         if episode is None:
-            raise EnvError(ErrorCode.SESSION_ERROR, f"unknown episode {episode_id!r}: POST /reset first", 404)
+            raise EnvError(
+                ErrorCode.SESSION_ERROR, f"unknown episode {episode_id[:80]!r}: POST /reset first", 404
+            )
         return episode
+
+    def _keep(self, episode: Episode) -> None:
+        """Hold an HTTP episode for /step and /state; drop the oldest ended ones beyond
+        KEEP_FINISHED, wherever they sit behind live ones."""
+        self.http_episodes[episode.id] = episode
+        excess = len(self.http_episodes) - KEEP_FINISHED
+        if excess > 0:
+            for eid in [e for e, ep in self.http_episodes.items() if ep.done][:excess]:
+                del self.http_episodes[eid]
 
     async def http_reset(self, request: Request) -> JSONResponse:
         try:
             data = await self._body(request)
-            if isinstance(data, dict) and data.get("episode_id") in self.http_episodes:
-                raise EnvError(ErrorCode.VALIDATION_ERROR, f"episode {data['episode_id']!r} exists", 409)
             episode, result = await self.reset(data)
         except EnvError as exc:
             return self._error(exc)
-        self.http_episodes[episode.id] = episode
-        while len(self.http_episodes) > KEEP_FINISHED:
-            oldest = next(iter(self.http_episodes))
-            if not self.http_episodes[oldest].done:
-                break
-            self.http_episodes.pop(oldest)
+        self._keep(episode)
         return JSONResponse(result)
 
     async def http_step(self, request: Request) -> JSONResponse:
@@ -207,26 +338,54 @@ class EnvServer:
         except PackageNotFoundError:
             tbx_version = "dev"
         host = self.host
+        # names only: a client has no business with this machine's paths
         return JSONResponse(
             {
-                "name": "tbx-thinkingbox",
+                "name": ENV_NAME,
                 "description": "ThinkingBox-Bench tasks, one fresh tbx sandbox per episode; "
                 "reward 1.0 when the end state matches the golden end state, else 0.0",
                 "readme_content": None,
                 "version": tbx_version,
                 "author": None,
                 "documentation_url": None,
-                "dataset": str(host.bench.root),
+                "dataset": host.bench.root.name,
                 "tasks": len(host.tasks),
                 "domains": host.domains,
                 "max_episodes": host.opts.max_episodes,
                 "active_episodes": len(host.episodes),
-                "out": str(host.opts.out),
             }
         )
 
     async def schema(self, request: Request) -> JSONResponse:
         return JSONResponse(schemas())
+
+    # ---- Task API ---------------------------------------------------------------------
+    async def list_environments(self, request: Request) -> JSONResponse:
+        return JSONResponse([ENV_NAME])
+
+    async def splits(self, request: Request) -> JSONResponse:
+        try:
+            self.task_api.check_env(request.path_params["env_name"])
+        except EnvError as exc:
+            return self._error(exc)
+        return JSONResponse(self.task_api.splits())
+
+    def _task_route(self, method: Callable[[Any], dict[str, Any]]) -> Callable[[Request], Any]:
+        async def route(request: Request) -> JSONResponse:
+            try:
+                self.task_api.check_env(request.path_params["env_name"])
+                return JSONResponse(method(await self._body(request)))
+            except EnvError as exc:
+                return self._error(exc)
+
+        return route
+
+    # ---- the app ----------------------------------------------------------------------
+    async def _watch_fatal(self) -> None:
+        while self.host.fatal is None:
+            await asyncio.sleep(FATAL_POLL)
+        if self.on_fatal is not None:
+            self.on_fatal(self.host.fatal)
 
     def app(self, guard: GuardPolicy | None = None) -> Starlette:
         """The ASGI app, behind bench.web_guard (default: loopback Host names, same origin, JSON POSTs)."""
@@ -234,11 +393,16 @@ class EnvServer:
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             await self.host.start()
+            watch = asyncio.create_task(self._watch_fatal())
             try:
                 yield
             finally:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
                 await self.host.close()
 
+        api = self.task_api
         return Starlette(
             routes=[
                 Route("/health", self.health, methods=["GET"]),
@@ -248,7 +412,15 @@ class EnvServer:
                 Route("/reset", self.http_reset, methods=["POST"]),
                 Route("/step", self.http_step, methods=["POST"]),
                 Route("/state", self.http_state, methods=["GET"]),
+                Route("/mcp", self.http_mcp, methods=["POST"]),
+                WebSocketRoute("/mcp", self.ws_mcp),
                 WebSocketRoute("/ws", self.websocket),
+                Route("/list_environments", self.list_environments, methods=["GET"]),
+                Route("/{env_name}/splits", self.splits, methods=["GET"]),
+                Route("/{env_name}/tasks", self._task_route(api.list_tasks), methods=["POST"]),
+                Route("/{env_name}/num_tasks", self._task_route(api.num_tasks), methods=["POST"]),
+                Route("/{env_name}/task", self._task_route(api.task), methods=["POST"]),
+                Route("/{env_name}/task_range", self._task_route(api.task_range), methods=["POST"]),
             ],
             lifespan=lifespan,
             middleware=[Middleware(WebGuard, policy=guard or GuardPolicy())],

@@ -146,6 +146,7 @@ class RunMetrics(GroupMetrics):
     agent: str | None = None
     model: str | None = None
     superseded_rows: int = 0
+    colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
     errors_logged: int = 0  # lines in errors.jsonl
     system_error_causes: dict[str, int] = Field(default_factory=dict)  # bench.run.causes
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
@@ -340,6 +341,7 @@ def run_metrics(
     path: str = "",
     errors_logged: int = 0,
     superseded_rows: int = 0,
+    colliding_rows: int = 0,
 ) -> RunMetrics:
     """All metrics of one run, overall and per domain.
 
@@ -416,6 +418,7 @@ def run_metrics(
         agent=_name(manifest.get("agent")),
         model=model,
         superseded_rows=superseded_rows,
+        colliding_rows=colliding_rows,
         errors_logged=errors_logged,
         system_error_causes=count_causes(r.error or "" for r in rows if r.system_error),
         tokens_mean=tokens,
@@ -444,6 +447,7 @@ def metrics_for_run(
         path=run.path,
         errors_logged=len(run.errors),
         superseded_rows=run.superseded,
+        colliding_rows=run.collisions,
     )
 
 

@@ -162,6 +162,11 @@ def flag_lines(r: RunMetrics) -> list[str]:
         )
     if r.superseded_rows:
         out.append(f"{r.superseded_rows} rows were superseded by a later row for the same task and repeat.")
+    if r.colliding_rows:
+        out.append(
+            f"**{r.colliding_rows} graded rows collide** with a later row for the same task and repeat "
+            "(two attempts recorded under one repeat); only the last of each is counted."
+        )
     if r.errors_logged:
         out.append(f"errors.jsonl holds {r.errors_logged} entries.")
     if not r.cost.priced:

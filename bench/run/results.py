@@ -159,6 +159,9 @@ class RunDir(BaseModel):
     rows: list[ResultRow] = Field(default_factory=list)
     errors: list[dict[str, Any]] = Field(default_factory=list)  # errors.jsonl lines
     superseded: int = 0  # rows replaced by a later row for the same (task_id, repeat)
+    # of those, graded rows (not system errors, which a resumed run retries): two graded
+    # attempts under one (task_id, repeat) is a collision, not a retry
+    collisions: int = 0
 
 
 def dedupe_rows(rows: list[ResultRow]) -> tuple[list[ResultRow], int]:
@@ -170,6 +173,18 @@ def dedupe_rows(rows: list[ResultRow]) -> tuple[list[ResultRow], int]:
     return list(last.values()), len(rows) - len(last)
 
 
+def colliding_rows(rows: list[ResultRow]) -> int:
+    """Graded rows superseded by a later row for the same (task_id, repeat)."""
+    later: set[tuple[str, int]] = set()
+    count = 0
+    for r in reversed(rows):
+        key = (r.task_id, r.repeat)
+        if key in later and not r.system_error:
+            count += 1
+        later.add(key)
+    return count
+
+
 def load_run(path: str | Path) -> RunDir:
     """Read a run directory. results.jsonl is required; manifest.json and
     errors.jsonl are optional."""
@@ -179,7 +194,8 @@ def load_run(path: str | Path) -> RunDir:
     results = root / RESULTS_FILE
     if not results.is_file():
         raise ResultsError(f"{root}: no {RESULTS_FILE} (is this a tbx run directory?)")
-    rows, superseded = dedupe_rows(read_rows(results))
+    all_rows = read_rows(results)
+    rows, superseded = dedupe_rows(all_rows)
     manifest: dict[str, Any] = {}
     mpath = root / MANIFEST_FILE
     if mpath.is_file():
@@ -201,4 +217,11 @@ def load_run(path: str | Path) -> RunDir:
             except json.JSONDecodeError as exc:
                 raise ResultsError(f"{epath}:{n}: not JSON: {exc.msg}") from None
             errors.append(item if isinstance(item, dict) else {"error": item})
-    return RunDir(path=str(root), manifest=manifest, rows=rows, errors=errors, superseded=superseded)
+    return RunDir(
+        path=str(root),
+        manifest=manifest,
+        rows=rows,
+        errors=errors,
+        superseded=superseded,
+        collisions=colliding_rows(all_rows),
+    )

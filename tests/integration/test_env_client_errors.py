@@ -124,7 +124,7 @@ def http_episode(served: Served) -> tuple[bytes, dict[str, Any]]:
     with httpx.Client(base_url=served.url, timeout=300) as http:
         reset = keep(http.post("/reset", json={"test_uid": TASK}))
         assert reset.status_code == 200, reset.text
-        episode = reset.json()["observation"]["episode_id"]
+        episode = reset.json()["observation"]["metadata"]["episode_id"]
         action = {"type": "submit_message", "content": "Done. <DONE>"}
         final = keep(http.post("/step", json={"action": action, "episode_id": episode}))
         keep(http.get("/state", params={"episode_id": episode}))

@@ -313,6 +313,7 @@ def test_load_run_dedupes_and_reads_side_files(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({"run_name": "r1", "config": {"repeats": 2}}))
     run = load_run(tmp_path)
     assert run.superseded == 1 and len(run.rows) == 2 and all(r.passed for r in run.rows)
+    assert run.collisions == 0  # a system error re-run is a retry, not a collision
     assert run.errors == [{"task_id": "A", "repeat": 0, "error": "boom"}]
     assert run.manifest["run_name"] == "r1"
     (tmp_path / "empty").mkdir()
@@ -320,3 +321,16 @@ def test_load_run_dedupes_and_reads_side_files(tmp_path: Path) -> None:
         load_run(tmp_path / "empty")
     with pytest.raises(ResultsError, match="not a directory"):
         load_run(tmp_path / "missing")
+
+
+def test_two_graded_rows_under_one_repeat_are_a_collision_the_report_names(tmp_path: Path) -> None:
+    from bench.report.metrics import metrics_for_run
+    from bench.report.tables import flag_lines
+
+    rows = [row("A", 0, "retail", False), row("A", 0, "retail", True), row("A", 1, "retail", True)]
+    (tmp_path / "results.jsonl").write_text("".join(r.to_json_line() for r in rows))
+    run = load_run(tmp_path)
+    assert run.superseded == 1 and run.collisions == 1
+    metrics = metrics_for_run(run)
+    assert metrics.colliding_rows == 1
+    assert any("1 graded rows collide" in line for line in flag_lines(metrics))

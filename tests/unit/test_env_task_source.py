@@ -1,0 +1,28 @@
+"""`tbx env serve --tasks`: a file is a task list of the release layout, loaded as the
+benchmark's release (its order, its ids checked); anything else is comma-separated ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.cli.env import task_source
+from bench.cli.run import select_tasks
+from bench.dataset import load_benchmark
+
+PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
+
+
+def test_a_file_is_loaded_as_the_release_in_its_order(tmp_path: Path) -> None:
+    everything = load_benchmark(PACK)
+    chosen = [t.id for t in everything.tasks][:2][::-1]
+    listing = tmp_path / "train.yaml"
+    listing.write_text("".join(f"- {i}\n" for i in chosen))
+    release, ids = task_source(str(listing), None)
+    assert release == listing.resolve() and ids is None
+    bench = load_benchmark(PACK, release=release, strict=False)
+    assert [t.id for t in select_tasks(bench, ids, None)] == chosen
+
+
+def test_ids_stay_ids() -> None:
+    assert task_source("a.py:t1,a.py:t2", "rel") == ("rel", "a.py:t1,a.py:t2")
+    assert task_source(None, None) == (None, None)
