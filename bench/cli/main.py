@@ -11,6 +11,7 @@ tbx run --dataset DIR --agent A --out OUT [...]
 tbx conformance --dataset DIR --traces DIR [--domain NAME] [--tasks IDS] [--json] [--concurrency N]
 tbx judge regrade RESULTS [--golden-cache DIR] [--no-replay] [--rejudge-rubrics] [--dry-run] [--json]
 tbx report DIR [DIR...] [--json] [--out DIR] [--models-config FILE] [--k K]
+tbx compare A B [C ...] [--json] [--out DIR] [--seed S]
 """
 
 from __future__ import annotations
@@ -19,11 +20,25 @@ import argparse
 import logging
 import sys
 
-from bench.cli import conformance, env, gc, images, proxy, regrade, report, run, signals, tasks, up, view
+from bench.cli import (
+    compare,
+    conformance,
+    env,
+    gc,
+    images,
+    proxy,
+    regrade,
+    report,
+    run,
+    signals,
+    tasks,
+    up,
+    view,
+)
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
 
-COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, view, env)
+COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, compare, view, env)
 
 
 def build_parser() -> argparse.ArgumentParser:
