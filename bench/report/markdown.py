@@ -99,6 +99,11 @@ def pass_hat_big_k(m: GroupMetrics) -> float | None:
     return None if m.retention_k is None else m.pass_hat_k.get(m.retention_k)
 
 
+def agent_text(r: RunMetrics) -> str:
+    """The agent and the harness interventions it ran with."""
+    return (r.agent or DASH) + (f" + {', '.join(r.harness)}" if r.harness else "")
+
+
 def k_of_k_text(m: GroupMetrics) -> str:
     share = m.observed_k_of_k.share
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
@@ -136,7 +141,7 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 r.run,
-                r.agent or DASH,
+                agent_text(r),
                 r.model or DASH,
                 str(r.tasks),
                 str(r.attempts),
@@ -265,7 +270,7 @@ def render_markdown(report: Report) -> str:
     lines += ["", "## Pareto frontier: cost per success vs pass@1", "", frontier_text(report), ""]
     for r in report.runs:
         lines += [f"## Run: {r.run}", ""]
-        meta = [f"agent: {r.agent or DASH}", f"model: {r.model or DASH}", f"K={r.k}"]
+        meta = [f"agent: {agent_text(r)}", f"model: {r.model or DASH}", f"K={r.k}"]
         if r.path:
             meta.insert(0, f"directory: `{r.path}`")
         lines += ["; ".join(meta), ""]

@@ -56,6 +56,8 @@ from bench.rollout.agents import BUILTIN_AGENTS, DONE_TAG, AgentPolicy, LLMAgent
 from bench.rollout.agents.chaos import DEFAULT_RATE, chaos_agent
 from bench.rollout.agents.noop import noop_agent
 from bench.rollout.agents.oracle import oracle_agent
+from bench.rollout.harness.hook import tool_message
+from bench.rollout.harness.names import parse_harness
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
 from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
@@ -204,6 +206,7 @@ class LoopSpec:
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
 
 
 class _Run:
@@ -336,8 +339,9 @@ class _Run:
                     self.tool_calls.append(rec)
                 else:
                     rec = await self.call_tool(client, call_id, tc.name, tc.arguments)
+                content = tool_message(self.spec.harness, rec)
                 self.messages.append(
-                    Message(role="tool", tool_call_id=call_id, name=tc.name, content=rec.result)
+                    Message(role="tool", tool_call_id=call_id, name=tc.name, content=content)
                 )
             if enders:
                 self.done_by = enders[0]
@@ -507,6 +511,7 @@ async def run_attempt_agent(
     max_agent_turns: int | None = None,
     max_user_turns: int | None = None,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    harness: Sequence[str] = (),
 ) -> Trajectory:
     """Run one attempt's conversation for `task` against the MCP endpoint.
 
@@ -517,6 +522,7 @@ async def run_attempt_agent(
     get the scripted user, LLM agents the simulated one), `"scripted"`,
     `"llm"`, or any `UserPolicy`. `clients` shares model clients between
     attempts; otherwise they are made from `config` and closed here.
+    `harness`: the interventions on (bench.rollout.harness; default none).
     """
     name, _, arg = agent.partition(":")
     ledger = UsageLedger()
@@ -606,6 +612,7 @@ async def run_attempt_agent(
             call_timeout=call_timeout,
             seed=seed,
             metadata=metadata,
+            harness=parse_harness(harness),
         )
         traj = await run_loop(spec, policy, user_policy, mcp_url, headers, ledger=ledger)
         if config is not None:

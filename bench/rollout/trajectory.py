@@ -70,6 +70,9 @@ class ToolCall(BaseModel):
     via_mcp: bool = True
     builtin: bool = False
     agent_turn: int = 0
+    # error-hints (bench.rollout.harness): the category shown to the model after `result`,
+    # which itself stays the reply as received
+    hint: str | None = None
 
 
 class UserTurn(BaseModel):

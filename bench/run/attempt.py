@@ -26,6 +26,7 @@ import asyncio
 import functools
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,6 +94,8 @@ class AttemptSpec(BaseModel):
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
     policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    # Harness interventions on (bench.rollout.harness.parse_harness order); empty: none.
+    harness: list[str] = Field(default_factory=list)
 
     @field_serializer("models")
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
@@ -132,6 +135,7 @@ def attempt_spec(
     wall_clock: float = DEFAULT_WALL_CLOCK,
     limits: Limits | None = None,
     policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    harness: Sequence[str] = (),
 ) -> AttemptSpec:
     """The spec of (task, repeat) in a run: seed rows and documents resolved here."""
     init = bench.effective_init(task)
@@ -152,6 +156,7 @@ def attempt_spec(
         policy_sources=[s.model_dump() for s in init.sources],
         tool_policy=task_tool_policy(bench, task),
         policy_search=policy_search,
+        harness=list(harness),
     )
 
 
@@ -269,6 +274,7 @@ async def execute_attempt(
                     seed=spec.repeat,
                     wall_clock=spec.wall_clock,
                     clients=clients,
+                    harness=spec.harness,
                 )
             finally:
                 gone = proxy.gone(reg.token)

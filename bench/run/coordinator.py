@@ -80,6 +80,8 @@ class RunOptions(BaseModel):
     # Seconds the run holds new tries while the container daemon does not answer
     # (bench.run.daemon); past that it stops, resumable.
     daemon_wait: float = Field(default=120.0, ge=0)
+    # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
+    harness: tuple[str, ...] = ()
 
 
 def _memory_gib() -> float | None:
@@ -220,6 +222,7 @@ class Coordinator:
             wall_clock=self.opts.wall_clock,
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,
+            harness=self.opts.harness,
         )
 
     def _preparation(self, task: Task) -> Preparer:
@@ -262,6 +265,7 @@ class Coordinator:
                 run_id=self.run_id,
                 data_hash=self.data_hash,
                 policy_search=self.opts.policy_search,
+                harness=self.opts.harness,
             )
 
         try:

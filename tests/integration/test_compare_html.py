@@ -146,6 +146,8 @@ def test_compare_names_flipped_tasks_and_renders_in_chromium(
     shot, blank = tmp_path / "compare.png", tmp_path / "blank.png"
     (tmp_path / "blank.html").write_text("<!DOCTYPE html><html><body></body></html>")
     for target, url in ((shot, (out / "compare.html").as_uri()), (blank, (tmp_path / "blank.html").as_uri())):
-        run_chromium(chromium(), tmp_path / "profile", "--window-size=1200,1600", f"--screenshot={target}", url)
+        run_chromium(
+            chromium(), tmp_path / "profile", "--window-size=1200,1600", f"--screenshot={target}", url
+        )
     assert png_size(shot) == png_size(blank) == (1200, 1600)
     assert shot.stat().st_size > 5 * blank.stat().st_size

@@ -1,0 +1,11 @@
+"""Harness interventions: switchable changes to what the agent sees, measured
+with `tbx compare` (docs/harness.md). Each is off by default; with none on,
+the agent loop behaves exactly as without this package.
+
+names.py      the intervention names; `parse_harness` turns the `harness:` of a
+              models config or `--harness NAME[,NAME]` into the canonical tuple
+              the manifest, the bundle hash and the attempt spec carry
+hook.py       `tool_message`: the agent loop's one hook (what the model reads
+              for a tool call's reply)
+error_hints.py  the `error-hints` categories
+"""
