@@ -57,7 +57,8 @@ from bench.rollout.agents.chaos import DEFAULT_RATE, chaos_agent
 from bench.rollout.agents.noop import noop_agent
 from bench.rollout.agents.oracle import oracle_agent
 from bench.rollout.harness.hook import tool_message
-from bench.rollout.harness.names import parse_harness
+from bench.rollout.harness.names import STATE_CHECK, parse_harness
+from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
 from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
@@ -207,6 +208,7 @@ class LoopSpec:
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
+    effects_probe: EffectsProbe | None = None  # state-check: the attempt's effects so far (host side)
 
 
 class _Run:
@@ -222,6 +224,8 @@ class _Run:
         self.tools_offered: list[str] = []
         self.metadata: dict[str, Any] = dict(spec.metadata)
         self.agent_turns = 0
+        self.turn_limit = spec.max_agent_turns  # lowered by a state check (bounded extra turns)
+        self.state_checked = False
         self.finish: FinishReason | None = None
         self.done_by: str | None = None
         self.error: str | None = None
@@ -288,7 +292,7 @@ class _Run:
     async def agent_turn(self, client: Client, tools: list[dict[str, Any]]) -> str:
         """Steps until the agent talks to the user: "user", or a finish reason."""
         while True:
-            if self.agent_turns >= self.spec.max_agent_turns:
+            if self.agent_turns >= self.turn_limit:
                 return "agent_limit"
             t = time.perf_counter()
             step = await self.agent.step(self.system + [m.to_openai() for m in self.messages], tools)
@@ -359,6 +363,8 @@ class _Run:
         index = 0
         while True:
             outcome = await self.agent_turn(client, tools)
+            if outcome == "done" and await self.state_check():
+                continue
             if outcome != "user":
                 self.finish = outcome  # type: ignore[assignment]
                 return
@@ -373,6 +379,18 @@ class _Run:
             if turn.done:
                 self.finish = "user_done"
                 return
+
+    async def state_check(self) -> bool:
+        """state-check (bench.rollout.harness.state_check): once, when the agent ends, show it
+        the effects of its calls so far and give it a bounded number of steps more."""
+        if STATE_CHECK not in self.spec.harness or self.spec.effects_probe is None or self.state_checked:
+            return False
+        self.state_checked = True
+        turn, record = await check_turn(self.spec.effects_probe, len(self.user_turns))
+        self.add_user(turn)
+        self.metadata["state_check"] = {**record, "agent_turn": self.agent_turns}
+        self.turn_limit = min(self.turn_limit, self.agent_turns + EXTRA_TURNS)
+        return True
 
     def trajectory(self) -> Trajectory:
         final = next(
@@ -512,6 +530,7 @@ async def run_attempt_agent(
     max_user_turns: int | None = None,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
     harness: Sequence[str] = (),
+    effects_probe: EffectsProbe | None = None,
 ) -> Trajectory:
     """Run one attempt's conversation for `task` against the MCP endpoint.
 
@@ -522,7 +541,8 @@ async def run_attempt_agent(
     get the scripted user, LLM agents the simulated one), `"scripted"`,
     `"llm"`, or any `UserPolicy`. `clients` shares model clients between
     attempts; otherwise they are made from `config` and closed here.
-    `harness`: the interventions on (bench.rollout.harness; default none).
+    `harness`: the interventions on (bench.rollout.harness; default none);
+    `effects_probe`: the attempt's effects so far, which `state-check` shows.
     """
     name, _, arg = agent.partition(":")
     ledger = UsageLedger()
@@ -613,6 +633,7 @@ async def run_attempt_agent(
             seed=seed,
             metadata=metadata,
             harness=parse_harness(harness),
+            effects_probe=effects_probe,
         )
         traj = await run_loop(spec, policy, user_policy, mcp_url, headers, ledger=ledger)
         if config is not None:

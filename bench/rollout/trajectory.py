@@ -79,7 +79,7 @@ class UserTurn(BaseModel):
     """One user message: the task's query, a scripted reply or a simulated (LLM) reply."""
 
     index: int
-    source: Literal["query", "llm", "scripted"]
+    source: Literal["query", "llm", "scripted", "harness"]  # harness: tbx's state-check message
     text: str
     done: bool = False
     raw: str | None = None  # the LLM completion before cleaning

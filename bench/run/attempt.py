@@ -36,6 +36,8 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import ModelsConfig
 from bench.replay.sandboxed import dump_dsn
 from bench.rollout.agent_loop import DEFAULT_WALL_CLOCK, AgentClients, run_attempt_agent
+from bench.rollout.harness.names import STATE_CHECK
+from bench.rollout.harness.state_check import effects_probe
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import DatasetMismatch
 from bench.run.request import TaskPreparation, initial_state
@@ -275,6 +277,11 @@ async def execute_attempt(
                     wall_clock=spec.wall_clock,
                     clients=clients,
                     harness=spec.harness,
+                    effects_probe=(
+                        effects_probe(dsn, spec.domain, outcome.initial_state)
+                        if STATE_CHECK in spec.harness
+                        else None
+                    ),
                 )
             finally:
                 gone = proxy.gone(reg.token)

@@ -309,6 +309,8 @@ def conversation(traj: Trajectory) -> list[str]:
             who = (
                 "user (the task's goal)"
                 if turn is not None and turn.source == "query"
+                else "tbx state check (harness)"
+                if turn is not None and turn.source == "harness"
                 else ("simulated user" if turn is None or turn.source == "llm" else "scripted user")
             )
             out.append(_message(who, "user", _text(m.content)))

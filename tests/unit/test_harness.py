@@ -5,15 +5,22 @@ the bundle hash, and error-hints' categories on the servers' own error texts
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from test_agent_loop import FakeMcp, Steps, call, say, spec
 
 from bench.llm.config import ModelsConfigError, parse_models_config
+from bench.rollout.agent_loop import run_loop
+from bench.rollout.agents import ScriptedUser
 from bench.rollout.harness.error_hints import UNCLASSIFIED, annotate, categorize
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.names import HarnessError, parse_harness
+from bench.rollout.harness.state_check import EXTRA_TURNS, MAX_ROWS, EffectsProbe, check_text
 from bench.rollout.trajectory import ToolCall
 from bench.run.output import bundle_hash
+from judge import Effects, RowEffect, TableEffects
 from servers.engine.tools import error_reply
 
 # error texts as the domain servers and the proxy produce them (servers/*/tools, sandbox/proxy)
@@ -64,6 +71,7 @@ def test_names_parse_and_refuse_clearly() -> None:
     assert parse_harness(["error-hints"]) == ("error-hints",)
     with pytest.raises(HarnessError, match=r"unknown harness 'retry'.*error-hints"):
         parse_harness("retry")
+    assert parse_harness("state-check,error-hints") == ("error-hints", "state-check")
     with pytest.raises(HarnessError, match="'approval' is not implemented yet"):
         parse_harness("approval")
 
@@ -90,3 +98,93 @@ def test_bundle_hash_changes_with_a_harness_and_not_without() -> None:
     plain = bundle_hash(manifest)
     assert bundle_hash({**manifest, "harness": []}) == plain  # a run without one hashes as before
     assert bundle_hash({**manifest, "harness": ["error-hints"]}) != plain
+
+
+# -- state-check in the agent loop (a small real MCP server in-process) ----------
+
+
+@pytest.fixture(scope="module")
+def kv_server() -> Iterator[FakeMcp]:
+    srv = FakeMcp().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def fake(kv_server: FakeMcp) -> FakeMcp:
+    kv_server.reset()
+    return kv_server
+
+
+def probe_of(store: dict[str, Any]) -> EffectsProbe:
+    """Effects of the fake server's key-value store against an empty start, as the judge builds them."""
+
+    async def probe() -> Effects:
+        inserted = [RowEffect(key=k, after={"key": k, "value": v}) for k, v in sorted(store.items())]
+        return Effects(tables={"kv": TableEffects(inserted=inserted)} if inserted else {})
+
+    return probe
+
+
+async def test_state_check_shows_the_effects_and_lets_the_agent_continue(fake: FakeMcp) -> None:
+    agent = Steps(
+        [
+            call("set_value", {"key": "a", "value": 1}),
+            say("All set. <DONE>"),
+            call("set_value", {"key": "b", "value": 2}),  # after reading the check
+            say("Now it is. <DONE>"),
+        ]
+    )
+    loop = spec(harness=("state-check",), effects_probe=probe_of(fake.store))
+    traj = await run_loop(loop, agent, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "done" and traj.final_message == "Now it is."
+    assert fake.store == {"a": 1, "b": 2}
+    check = [t for t in traj.user_turns if t.source == "harness"]
+    assert len(check) == 1 and "[tbx state check]" in check[0].text
+    assert 'inserted kv[a]: key="a", value=1' in check[0].text and "kv[b]" not in check[0].text
+    assert traj.metadata["state_check"] == {
+        "effects": {"kv": {"inserted": 1, "updated": 0, "deleted": 0}},
+        "rows": 1,
+        "agent_turn": 2,
+    }
+    # the agent read the check as a user message after its first end
+    assert agent.seen[2][-1] == {"role": "user", "content": check[0].text}
+    # a replay of this conversation's user side skips tbx's message
+    assert ScriptedUser.from_trajectory(traj).replies == []
+
+
+async def test_state_check_is_bounded_and_once(fake: FakeMcp) -> None:
+    agent = Steps([say("Done. <DONE>")] + [call("get_value", {"key": "a"})] * 20)
+    loop = spec(harness=("state-check",), effects_probe=probe_of(fake.store))
+    traj = await run_loop(loop, agent, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "agent_limit"
+    assert traj.agent_turns == 1 + EXTRA_TURNS
+    assert "(no record was changed)" in traj.user_turns[-1].text
+
+    confirm = Steps([say("Done. <DONE>"), say("Confirmed. <DONE>")])
+    traj = await run_loop(loop, confirm, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "done" and traj.agent_turns == 2
+    assert [t.source for t in traj.user_turns] == ["query", "harness"]
+
+
+async def test_without_state_check_the_loop_ends_at_the_first_done(fake: FakeMcp) -> None:
+    agent = Steps([say("Done. <DONE>"), say("never asked")])
+    traj = await run_loop(spec(effects_probe=probe_of(fake.store)), agent, ScriptedUser(), fake.url)
+    assert traj.finish_reason == "done" and traj.agent_turns == 1
+    assert [t.source for t in traj.user_turns] == ["query"] and "state_check" not in traj.metadata
+
+
+def test_check_text_lists_updates_and_bounds_its_size() -> None:
+    effects = Effects(
+        tables={
+            "orders": TableEffects(
+                updated=[RowEffect(key="O1", before={"status": "open"}, after={"status": "closed"})],
+                deleted=[RowEffect(key="O2", before={"status": "x"})],
+                inserted=[RowEffect(key=f"N{i}", after={"note": "y" * 500}) for i in range(60)],
+            )
+        }
+    )
+    text = check_text(effects)
+    assert 'updated orders[O1]: status: "open" -> "closed"' in text and "deleted orders[O2]" in text
+    assert f"and {62 - MAX_ROWS} more changed rows" in text
+    assert max(len(line) for line in text.splitlines()) < 200

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 ERROR_HINTS = "error-hints"
+STATE_CHECK = "state-check"
 # every intervention tbx implements, in the order their names are recorded
-HARNESS_NAMES: tuple[str, ...] = (ERROR_HINTS,)
+HARNESS_NAMES: tuple[str, ...] = (ERROR_HINTS, STATE_CHECK)
 # described in docs/harness.md, not implemented yet: named so the error says so
-PLANNED = ("state-check", "approval")
+PLANNED = ("approval",)
 
 
 class HarnessError(ValueError):
