@@ -5,7 +5,7 @@ the agent loop behaves exactly as without this package.
 names.py      the intervention names; `parse_harness` turns the `harness:` of a
               models config or `--harness NAME[,NAME]` into the canonical tuple
               the manifest, the bundle hash and the attempt spec carry
-hook.py       `tool_message`: the agent loop's one hook (what the model reads
-              for a tool call's reply)
+hook.py       `tool_message`: what the model reads for a tool call's reply
 error_hints.py  the `error-hints` categories
+state_check.py  the `state-check` probe and message (the loop calls it when the agent ends)
 """
