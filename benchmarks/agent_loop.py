@@ -43,8 +43,8 @@ from bench.replay.sandboxed import dump_state
 from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
 from bench.run.request import initial_state, sandbox_request
 from judge.canonical import state_hash
+from sandbox import list_all_tools
 from sandbox.labels import new_id
-from sandbox.proxy import list_all_tools
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.sweeper import sweep
 from servers.engine.seeding import copy_rows

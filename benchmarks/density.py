@@ -322,7 +322,7 @@ def oracle(
         golden_cache=root / "golden",
         skip_rubrics=True,
     )
-    # The baseline removes each set inside its attempt, as before sandbox.teardown.
+    # The baseline removes each set inside its attempt, as before sandbox.reaper.
     runner = runner_mod.Coordinator(bench, opts)
     with running_images(images, golden_servers):
         busy0, c0, d0 = busy_cpu(), time.process_time(), daemon_cpu()

@@ -14,7 +14,7 @@ Proxy variants (``--mode``, default all three):
 
 * ``inproc``: `ProxyServer` in a background thread of this process, as the
   runner uses it (it shares the GIL with the client); tool calls take the
-  fast relay path (`sandbox.proxy_relay`);
+  fast relay path (`sandbox.proxy.relay`);
 * ``sdk``: the same with ``fast_path=False``: every call through the proxy's
   own MCP `Server` and its upstream `mcp.Client` (for comparison);
 * ``standalone``: `tbx proxy` as a separate process, registered over its
@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO))
 from bench.dataset import default_root, load_benchmark  # noqa: E402
 from bench.run.attempt import task_tool_policy  # noqa: E402
 from bench.run.request import initial_state, sandbox_request  # noqa: E402
-from sandbox.proxy import ProxyServer, RegisterRequest, Registration, proxy_client, upstream_client  # noqa: E402
-from sandbox.proxy_admin import AdminClient  # noqa: E402
+from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client, upstream_client  # noqa: E402
+from sandbox.proxy.admin import AdminClient  # noqa: E402
 from sandbox.sandbox import Sandbox  # noqa: E402
 from sandbox.sweeper import sweep  # noqa: E402
 

@@ -7,8 +7,9 @@ from the submodules."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from judge.canonical import (
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
     )
 
 # name -> the module that defines it; imported on first use, so `import judge`
-# (and its light submodules) stays cheap for the command line.
+# (and its light submodules) stays cheap for the command line. The
+# TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
     "AttemptRecord": "judge.records",
     "Difference": "judge.records",
@@ -91,49 +93,6 @@ _EXPORTS: dict[str, str] = {
     "write_state": "judge.records",
 }
 
-__all__ = [
-    "AttemptRecord",
-    "Difference",
-    "Effects",
-    "GoldenState",
-    "InitialStateMismatch",
-    "JudgeReplyError",
-    "JudgeUnavailable",
-    "RowEffect",
-    "RubricAnswer",
-    "RubricJudge",
-    "State",
-    "StateShapeError",
-    "TableEffects",
-    "ToolCallView",
-    "Verdict",
-    "atomic_write",
-    "canonical_bytes",
-    "canonical_state",
-    "compute_effects",
-    "decide",
-    "dump_canonical",
-    "failure_signature",
-    "golden_differences",
-    "parse_judge_reply",
-    "read_attempt",
-    "stable_rows",
-    "state_hash",
-    "table_differences",
-    "unrecovered_errors",
-    "write_attempt",
-    "write_state",
-]
+__all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

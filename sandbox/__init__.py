@@ -9,8 +9,9 @@ name equal to its submodule's would be shadowed by the submodule.)"""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from sandbox.errors import (
@@ -38,19 +39,29 @@ if TYPE_CHECKING:
         SandboxProvider,
         SandboxSession,
     )
-    from sandbox.proxy import (
-        DEFAULT_CALL_TIMEOUT,
-        DEFAULT_MAX_REQUEST_BYTES,
-        ProxyCall,
-        ProxyError,
-        ProxyServer,
-        Registration,
+    from sandbox.proxy.admin import (
+        AdminClient,
+    )
+    from sandbox.proxy.clients import (
         list_all_tools,
         proxy_client,
         upstream_client,
     )
-    from sandbox.proxy_admin import (
-        AdminClient,
+    from sandbox.proxy.limits import (
+        DEFAULT_CALL_TIMEOUT,
+        DEFAULT_MAX_REQUEST_BYTES,
+    )
+    from sandbox.proxy.models import (
+        ProxyCall,
+        ProxyError,
+        RegisterRequest,
+        Registration,
+        SandboxGoneError,
+        ToolPolicy,
+        Upstream,
+    )
+    from sandbox.proxy.server import (
+        ProxyServer,
     )
     from sandbox.sandbox import (
         AsyncSandbox,
@@ -70,14 +81,15 @@ if TYPE_CHECKING:
     )
 
 # name -> the module that defines it; imported on first use, so `import sandbox`
-# (and its light submodules) stays cheap for the command line.
+# (and its light submodules) stays cheap for the command line. The
+# TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
-    "AdminClient": "sandbox.proxy_admin",
+    "AdminClient": "sandbox.proxy.admin",
     "AsyncSandbox": "sandbox.sandbox",
     "AttemptHandle": "sandbox.sandbox",
     "ContainerStartError": "sandbox.errors",
-    "DEFAULT_CALL_TIMEOUT": "sandbox.proxy",
-    "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy",
+    "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
+    "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy.limits",
     "DockerProvider": "sandbox.provider",
     "DockerSession": "sandbox.provider",
     "DockerUnavailableError": "sandbox.errors",
@@ -85,77 +97,34 @@ _EXPORTS: dict[str, str] = {
     "Limits": "sandbox.services",
     "NetworkPoolExhaustedError": "sandbox.errors",
     "PgEndpoint": "sandbox.sandbox",
-    "ProxyCall": "sandbox.proxy",
-    "ProxyError": "sandbox.proxy",
-    "ProxyServer": "sandbox.proxy",
-    "Registration": "sandbox.proxy",
+    "ProxyCall": "sandbox.proxy.models",
+    "ProxyError": "sandbox.proxy.models",
+    "ProxyServer": "sandbox.proxy.server",
+    "RegisterRequest": "sandbox.proxy.models",
+    "Registration": "sandbox.proxy.models",
     "Sandbox": "sandbox.sandbox",
     "SandboxError": "sandbox.errors",
+    "SandboxGoneError": "sandbox.proxy.models",
     "SandboxPool": "sandbox.pool",
     "SandboxProvider": "sandbox.provider",
     "SandboxRequest": "sandbox.sandbox",
     "SandboxSession": "sandbox.provider",
     "SeedError": "sandbox.errors",
     "SweepResult": "sandbox.sweeper",
+    "ToolPolicy": "sandbox.proxy.models",
+    "Upstream": "sandbox.proxy.models",
     "build_image": "sandbox.images",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
-    "list_all_tools": "sandbox.proxy",
+    "list_all_tools": "sandbox.proxy.clients",
     "new_id": "sandbox.labels",
-    "proxy_client": "sandbox.proxy",
+    "proxy_client": "sandbox.proxy.clients",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",
     "sweep": "sandbox.sweeper",
-    "upstream_client": "sandbox.proxy",
+    "upstream_client": "sandbox.proxy.clients",
 }
 
-__all__ = [
-    "DEFAULT_CALL_TIMEOUT",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "AdminClient",
-    "AsyncSandbox",
-    "AttemptHandle",
-    "ContainerStartError",
-    "DockerProvider",
-    "DockerSession",
-    "DockerUnavailableError",
-    "ImageMissingError",
-    "Limits",
-    "NetworkPoolExhaustedError",
-    "PgEndpoint",
-    "ProxyCall",
-    "ProxyError",
-    "ProxyServer",
-    "Registration",
-    "Sandbox",
-    "SandboxError",
-    "SandboxPool",
-    "SandboxProvider",
-    "SandboxRequest",
-    "SandboxSession",
-    "SeedError",
-    "SweepResult",
-    "build_image",
-    "image_tag",
-    "leftovers",
-    "list_all_tools",
-    "new_id",
-    "proxy_client",
-    "require_image",
-    "resolve_images",
-    "sweep",
-    "upstream_client",
-]
+__all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -35,10 +35,10 @@ from sandbox.boots import BootGate
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
-from sandbox.proxy_models import RegisterRequest, ToolPolicy
+from sandbox.proxy.models import RegisterRequest, ToolPolicy
+from sandbox.reaper import Reaper
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import remove_stopped, sweep
-from sandbox.teardown import Reaper
 
 
 class Upcoming(NamedTuple):
@@ -227,7 +227,7 @@ class DockerProvider(SandboxProvider):
         self.upcoming: dict[str, list[Callable[[], Preparer]]] = {}
         # One bound on boots in flight for every pool and cold start (sandbox.boots).
         self.boots: BootGate | None = None
-        # Teardown off the attempt's critical path, a bounded number at once (sandbox.teardown).
+        # Teardown off the attempt's critical path, a bounded number at once (sandbox.reaper).
         self.reaper: Reaper | None = None
 
     async def start(self, run_id: str) -> None:

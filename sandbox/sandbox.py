@@ -18,16 +18,13 @@ import asyncio
 import contextlib
 import os
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import docker.errors
 import docker.types
-import httpx
 import psycopg
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,13 +39,11 @@ from sandbox.errors import (
     ImageMissingError,
     SandboxError,
 )
-from sandbox.fate import describe
-from sandbox.hostguard import bridge_name, ensure_host_guard
+from sandbox.host_firewall import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
 from sandbox.preparer import Preparer, TypesenseEndpoint
-from sandbox.progress import HARD_CAP, StartDeadline
+from sandbox.readiness import wait_ready
 from sandbox.services import (
-    PG_BOOTSTRAP_PASSWORD,
     PG_PORT,
     SERVER_PORT,
     TOOL_ROLE,
@@ -56,6 +51,7 @@ from sandbox.services import (
     UPSTREAM_SECRET_ENV,
     UPSTREAM_SECRET_HEADER,
     Limits,
+    PostgresProbe,
     ServiceSpec,
     hardened_container,
     postgres_spec,
@@ -65,20 +61,9 @@ from sandbox.services import (
 from sandbox.subnets import AttemptSubnet, with_subnet
 
 if TYPE_CHECKING:
-    from sandbox.teardown import Reaper
+    from sandbox.reaper import Reaper
 
-POLL_INTERVAL = 0.01
-MAX_POLL_INTERVAL = 0.05
 POLICY_COLLECTION = "policies"
-ALIVE_CHECK_EVERY = 0.5  # seconds between "did the container die?" checks while polling
-T = TypeVar("T")
-
-
-def poll_interval(waited: float) -> float:
-    """10 ms early on, then 1/40 of the time waited so far, at most 50 ms: a quick start is
-    seen within a few ms, and a start that takes 100 s on a saturated machine costs this
-    process 20 probes a second instead of 100 (each probe is CPU taken from that start)."""
-    return min(MAX_POLL_INTERVAL, max(POLL_INTERVAL, waited / 40))
 
 
 class SandboxRequest(BaseModel):
@@ -162,14 +147,6 @@ def _dsn(host: str, port: int, user: str, password: str, domain: str) -> str:
         options=f"-c search_path={schema_name(domain)}",
         connect_timeout=5,
     )
-
-
-def _tail_logs(container: DockerContainer, lines: int = 20) -> str:
-    try:
-        out = container.get_wrapped_container().logs(tail=lines).decode(errors="replace")
-    except docker.errors.APIError:
-        return "(no logs)"
-    return out.strip() or "(no output)"
 
 
 class Sandbox:
@@ -266,13 +243,7 @@ class Sandbox:
             self._ips = {role: fut.result() for role, fut in started.items()}
             t_started = time.monotonic()
             deadline = t0 + req.start_timeout
-            waits: list[Future[Any]] = [pool.submit(self._wait_postgres, deadline)]
-            if req.typesense:
-                url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}/health"
-                waits.append(pool.submit(self._wait_http, "typesense", url, deadline))
-            for d in req.domains:
-                url = f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/healthz"
-                waits.append(pool.submit(self._wait_http, f"server-{d}", url, deadline))
+            waits = [pool.submit(self._wait_ready, spec, deadline) for spec in specs]
             self._timings = dict(fut.result() for fut in waits)
         self._timings["containers_started"] = t_started - t0
         self._timings["booted"] = time.monotonic() - t0
@@ -363,81 +334,21 @@ class Sandbox:
         # The address was assigned (EndpointConfig ipv4_address), so no inspect is needed to learn it.
         return ip
 
-    def _check_alive(self, role: str) -> None:
-        container = self._containers[role]
-        wrapped = container.get_wrapped_container()
-        wrapped.reload()
-        if wrapped.status in ("exited", "dead"):
-            raise ContainerStartError(
-                f"sandbox start failed: {describe(role, wrapped.attrs)}; last log lines:\n{_tail_logs(container)}"
+    def _wait_ready(self, spec: ServiceSpec, deadline: float) -> tuple[str, float]:
+        """Wait for the started service to answer its probe (`spec.ready`)."""
+        t = time.monotonic()
+        with spec.ready.opened(self._ips[spec.role], spec.port) as probe:
+            answer = wait_ready(
+                spec.role,
+                self._containers[spec.role],
+                probe,
+                deadline=deadline,
+                start_timeout=self.request.start_timeout,
+                raise_if_aborted=self._raise_if_aborted,
             )
-
-    def _poll(self, role: str, deadline: float, probe: Callable[[], T]) -> T:
-        last: Exception | None = None
-        next_check = time.monotonic() + ALIVE_CHECK_EVERY
-        # The timeout counts time without progress (sandbox.progress): a container still
-        # using CPU is starting slowly on a busy machine, not hung.
-        wait = StartDeadline(
-            deadline - self.request.start_timeout,
-            self.request.start_timeout,
-            self._containers[role].get_wrapped_container().id,
-        )
-        started = time.monotonic()
-        while not wait.expired():
-            self._raise_if_aborted()
-            try:
-                return probe()
-            except Exception as exc:  # the service is not up yet
-                last = exc
-            if time.monotonic() >= next_check:
-                self._check_alive(role)
-                wait.look()
-                next_check = time.monotonic() + ALIVE_CHECK_EVERY
-            time.sleep(poll_interval(time.monotonic() - started))
-        self._check_alive(role)
-        waited = time.monotonic() - (deadline - self.request.start_timeout)
-        raise ContainerStartError(
-            f"{role} not ready after {waited:.0f}s (start timeout {self.request.start_timeout:.0f}s without "
-            f"CPU progress, at most {HARD_CAP:.0f}x that) ({last}); last log lines:\n"
-            f"{_tail_logs(self._containers[role])}"
-        )
-
-    def _wait_http(self, role: str, url: str, deadline: float) -> tuple[str, float]:
-        t = time.monotonic()
-        # One client for the whole wait: a bare httpx.get() builds a new client (and TLS
-        # context) per call, ~45 ms of CPU, which at a 10 ms poll interval took a core away
-        # from the very containers being waited for.
-        # A refused TCP connect costs ~0.03 ms of CPU, a refused httpx GET ~0.3 ms; the server
-        # binds its port only once its imports are done, so until then only the cheap probe
-        # runs (measured under load: 75 -> 42 ms of this process's CPU per second of waiting).
-        target = httpx.URL(url)
-        address = (target.host, target.port or 80)
-        headers = {UPSTREAM_SECRET_HEADER: self._upstream_secret} if role.startswith("server-") else {}
-        with httpx.Client(timeout=1.0, headers=headers) as client:
-
-            def probe() -> None:
-                socket.create_connection(address, timeout=1.0).close()
-                client.get(url).raise_for_status()
-
-            self._poll(role, deadline, probe)
-        return f"{role}_ready", time.monotonic() - t
-
-    def _bootstrap_dsn(self) -> str:
-        return psycopg.conninfo.make_conninfo(
-            host=self._ips["postgres"],
-            port=PG_PORT,
-            user="postgres",
-            password=PG_BOOTSTRAP_PASSWORD,
-            dbname="postgres",
-            connect_timeout=2,
-        )
-
-    def _wait_postgres(self, deadline: float) -> tuple[str, float]:
-        t = time.monotonic()
-        self._admin_conn = self._poll(
-            "postgres", deadline, lambda: psycopg.connect(self._bootstrap_dsn(), autocommit=True)
-        )
-        return "postgres_ready", time.monotonic() - t
+        if isinstance(spec.ready, PostgresProbe):
+            self._admin_conn = answer  # the bootstrap connection prepare() seeds through
+        return f"{spec.role}_ready", time.monotonic() - t
 
     def _seed_postgres(self, pg: PgEndpoint) -> float:
         t = time.monotonic()
@@ -506,7 +417,7 @@ class AsyncSandbox:
     def __init__(self, request: SandboxRequest):
         self.sandbox = Sandbox(request)
         self._started = False
-        # With a reaper (sandbox.teardown), leaving the block hands the set over for
+        # With a reaper (sandbox.reaper), leaving the block hands the set over for
         # removal in the background instead of waiting for Docker.
         self.reaper: Reaper | None = None
 

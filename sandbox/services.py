@@ -5,17 +5,27 @@ hardening: every capability dropped, no-new-privileges, memory, pids and CPU
 limits, a read-only root filesystem with tmpfs where the service writes, no
 published ports (the host reaches the private network by bridge IP) and never
 the Docker socket.
+
+Each `ServiceSpec` carries its readiness probe (`ready`), as testcontainers
+keeps `wait_for` with the container: what "answering" means for that service.
+The waiting itself (poll, no-progress deadline, death check) is
+`sandbox.readiness`'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker.version
+import httpx
+import psycopg
 from docker.types import EndpointConfig, Mount
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
@@ -64,10 +74,54 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class HttpProbe:
+    """Ready once a GET of `path` answers 2xx (with `headers`)."""
+
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def opened(self, host: str, port: int) -> Iterator[Callable[[], None]]:
+        url = f"http://{host}:{port}{self.path}"
+        # One client for the whole wait: a bare httpx.get() builds a new client (and TLS
+        # context) per call, ~45 ms of CPU, which at a 10 ms poll interval took a core away
+        # from the very containers being waited for.
+        # A refused TCP connect costs ~0.03 ms of CPU, a refused httpx GET ~0.3 ms; the server
+        # binds its port only once its imports are done, so until then only the cheap probe
+        # runs (measured under load: 75 -> 42 ms of this process's CPU per second of waiting).
+        with httpx.Client(timeout=1.0, headers=self.headers) as client:
+
+            def probe() -> None:
+                socket.create_connection((host, port), timeout=1.0).close()
+                client.get(url).raise_for_status()
+
+            yield probe
+
+
+@dataclass(frozen=True)
+class PostgresProbe:
+    """Ready once the image's bootstrap superuser can connect; the probe returns
+    that connection (the sandbox seeds through it and then rotates the password)."""
+
+    @contextlib.contextmanager
+    def opened(self, host: str, port: int) -> Iterator[Callable[[], psycopg.Connection[Any]]]:
+        dsn = psycopg.conninfo.make_conninfo(
+            host=host,
+            port=port,
+            user="postgres",
+            password=PG_BOOTSTRAP_PASSWORD,
+            dbname="postgres",
+            connect_timeout=2,
+        )
+        yield lambda: psycopg.connect(dsn, autocommit=True)
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     role: str  # "postgres", "typesense", "server-<domain>"
     image: str
     port: int
+    ready: HttpProbe | PostgresProbe  # how to tell the started service answers
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] | None = None
     tmpfs: dict[str, str] = field(default_factory=dict)
@@ -124,6 +178,7 @@ def postgres_spec(image: str, limits: Limits | None = None) -> ServiceSpec:
         role="postgres",
         image=image,
         port=PG_PORT,
+        ready=PostgresProbe(),
         env={
             "TBX_PG_STATEMENT_SECONDS": str(limits.pg_statement_seconds),
             "TBX_PG_IDLE_SECONDS": str(limits.pg_idle_seconds),
@@ -143,16 +198,21 @@ def typesense_spec(image: str, api_key: str) -> ServiceSpec:
         role="typesense",
         image=image,
         port=TYPESENSE_PORT,
+        ready=HttpProbe("/health"),
         env={"TYPESENSE_API_KEY": api_key},
         tmpfs={"/data": _tmpfs("128m", TYPESENSE_UID), "/tmp": _tmpfs("16m", TYPESENSE_UID)},
     )
 
 
 def server_spec(image: str, domain: str, env: dict[str, str]) -> ServiceSpec:
+    # The server answers its health check, like every request, only with the
+    # per-attempt secret it was handed in `env`.
+    secret = env.get(UPSTREAM_SECRET_ENV)
     return ServiceSpec(
         role=f"server-{domain}",
         image=image,
         port=SERVER_PORT,
+        ready=HttpProbe("/healthz", {UPSTREAM_SECRET_HEADER: secret} if secret is not None else {}),
         env=env,
         command=[domain, "--port", str(SERVER_PORT)],
         tmpfs={"/tmp": _tmpfs("16m", SERVER_UID)},

@@ -11,7 +11,7 @@
 # that would fight the main daemon's. Never --bridge=none: a dockerd started
 # with it deletes the host's docker0, i.e. the main daemon's default bridge
 # (every `docker build` RUN step and the default network then fail). tbx's attempt networks are `internal` (no
-# default route) and tbx's own host rule (sandbox.hostguard) drops what an
+# default route) and tbx's own host rule (sandbox.host_firewall) drops what an
 # attempt bridge opens towards the host, so egress stays impossible.
 # Its own containerd is started under DIR/exec (dockerd's managed one), so a
 # restart takes the containers with it, as a real daemon restart does.

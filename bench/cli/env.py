@@ -2,6 +2,7 @@
 
 tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
               [--tasks IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
+              [--allow-host NAME] [--allow-origin ORIGIN] [--token-env VAR]   (bench.web_guard)
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from bench.web_guard import add_guard_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip-rubrics", action="store_true", help="judge rubric tasks on state alone (no judge model)"
     )
     serve.add_argument("--name", help="run name shown in reports")
+    add_guard_arguments(serve)
     serve.set_defaults(fn=serve_command)
 
 
@@ -67,7 +71,13 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
     from bench.run.coordinator import default_concurrency
+    from bench.web_guard import policy_from_args
 
+    try:
+        guard = policy_from_args(args.allow_host, args.allow_origin, args.token_env)
+    except ValueError as exc:
+        print(f"tbx env serve: {exc}", file=sys.stderr)
+        return 2
     bench = load_benchmark(Path(args.dataset), release=args.release, strict=False)
     for p in bench.errors:
         print(f"warning: {p}", file=sys.stderr)
@@ -96,7 +106,7 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     served = GracefulServer(
         uvicorn.Config(
-            server.app(),
+            server.app(guard),
             host=args.host,
             port=args.port,
             ws="websockets-sansio",

@@ -4,7 +4,7 @@
 
 prints the agent-facing MCP endpoint, the admin endpoint and the admin token,
 then serves until Ctrl-C/SIGTERM. Attempts are registered over the admin API
-(`sandbox.proxy_admin`, documented there; `AdminClient` is its Python client).
+(`sandbox.proxy.admin`, documented there; `AdminClient` is its Python client).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 
 
 def proxy_command(args: argparse.Namespace) -> int:
-    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
+    from sandbox import DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES, ProxyServer
 
     proxy = ProxyServer(
         port=args.port,

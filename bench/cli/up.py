@@ -21,7 +21,7 @@ from bench.cli.signals import stop_signals_as_interrupt
 from sandbox.labels import ORPHAN_TTL
 
 if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
-    from sandbox.proxy import Registration, ToolPolicy
+    from sandbox import Registration, ToolPolicy
     from sandbox.sandbox import AttemptHandle, SandboxRequest
 
 
@@ -123,7 +123,7 @@ def register(sub: Any) -> None:
 
 
 def up_command(args: argparse.Namespace) -> int:
-    from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, ToolPolicy
+    from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, ToolPolicy
     from sandbox.sandbox import Sandbox
     from sandbox.services import Limits
     from sandbox.sweeper import sweep

@@ -1,4 +1,4 @@
-"""`tbx view OUT [OUT ...] [--out DIR] [--dataset DIR] [--serve [--port N]]`:
+"""`tbx view OUT [OUT ...] [--out DIR] [--dataset DIR] [--serve [--port N] [--allow-host NAME]]`:
 write the static offline site of tasks and attempts (bench.view) next to the
 report, write that report (linked to the site), optionally serve both on
 127.0.0.1.
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from bench.web_guard import GuardPolicy, add_guard_arguments
 
 VIEW_DIR = "view"
 
@@ -31,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-report", action="store_true", help="write the site only, leave report.html alone")
     p.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
+    add_guard_arguments(p, token=False)
     p.set_defaults(fn=view_command)
 
 
@@ -38,7 +41,13 @@ def view_command(args: argparse.Namespace) -> int:
     from bench.report.markdown import build_report, write_report
     from bench.run.results import ResultsError
     from bench.view.site import SiteError, build_site
+    from bench.web_guard import policy_from_args
 
+    try:  # before the site is built, so a typo does not wait for it
+        policy = policy_from_args(args.allow_host, args.allow_origin) if args.serve else None
+    except ValueError as exc:
+        print(f"tbx view: {exc}", file=sys.stderr)
+        return 2
     dirs = [Path(d) for d in args.dirs]
     base = Path(args.out) if args.out else (dirs[0] if len(dirs) == 1 else Path("tbx-report"))
     site = base / VIEW_DIR
@@ -73,14 +82,14 @@ def view_command(args: argparse.Namespace) -> int:
     )
     if not args.serve:
         return 0
-    return serve(base, args.port)
+    return serve(base, args.port, policy)
 
 
-def serve(root: Path, port: int) -> int:
+def serve(root: Path, port: int, policy: GuardPolicy | None = None) -> int:
     from bench.view.serve import make_server
 
     try:
-        server = make_server(root, port)
+        server = make_server(root, port, policy)
     except OSError as exc:
         print(f"tbx view: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 2

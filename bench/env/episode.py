@@ -65,13 +65,13 @@ from bench.rollout.agent_loop import (
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
+from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.recording import error_message, write_graded, write_system_error
 from bench.run.request import task_preparation
 from judge.records import AttemptRecord
+from sandbox import ProxyCall, RegisterRequest, Registration, list_all_tools, proxy_client
 from sandbox.labels import new_id
-from sandbox.proxy import ProxyCall, Registration, list_all_tools, proxy_client
-from sandbox.proxy_models import RegisterRequest
 
 
 class _Close:
@@ -279,7 +279,7 @@ class Episode:
         except Abandoned as exc:
             self._record_error(record, exc, timings)
         except Exception as exc:
-            message = f"{exc.__class__.__name__}: {exc}"
+            message = client_error_text(exc, self.attempt_id)  # the full text: errors.jsonl only
             self._record_error(record, exc, timings)
             self.reward_type = "system_error"
             self._deliver(

@@ -29,11 +29,11 @@ from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.request import TaskPreparation
+from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
 from sandbox.errors import SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
 from sandbox.provider import image_digests
-from sandbox.proxy import DEFAULT_CALL_TIMEOUT, ProxyServer
 from sandbox.sandbox import AsyncSandbox, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import sweep

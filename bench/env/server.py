@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -35,6 +36,8 @@ from bench.env.episode import Episode
 from bench.env.host import EnvHost
 from bench.env.protocol import EnvError, EpisodeState, ErrorCode, ResetRequest, parse_action, schemas
 from bench.env.readiness import Readiness
+from bench.run.client_errors import client_error_text
+from bench.web_guard import GuardPolicy, WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +114,7 @@ class EnvServer:
         except Exception as exc:
             log.exception("websocket session failed")
             with contextlib.suppress(Exception):
-                await self._send_error(
-                    ws, EnvError(ErrorCode.EXECUTION_ERROR, f"{exc.__class__.__name__}: {exc}")
-                )
+                await self._send_error(ws, EnvError(ErrorCode.EXECUTION_ERROR, client_error_text(exc, None)))
         finally:
             if episode is not None and not episode.done:
                 await episode.close("the client closed the connection")
@@ -227,7 +228,9 @@ class EnvServer:
     async def schema(self, request: Request) -> JSONResponse:
         return JSONResponse(schemas())
 
-    def app(self) -> Starlette:
+    def app(self, guard: GuardPolicy | None = None) -> Starlette:
+        """The ASGI app, behind bench.web_guard (default: loopback Host names, same origin, JSON POSTs)."""
+
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             await self.host.start()
@@ -248,4 +251,5 @@ class EnvServer:
                 WebSocketRoute("/ws", self.websocket),
             ],
             lifespan=lifespan,
+            middleware=[Middleware(WebGuard, policy=guard or GuardPolicy())],
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sandbox.proxy import upstream_client
+from sandbox import upstream_client
 
 
 class CallRecord(BaseModel):

@@ -61,8 +61,8 @@ from bench.rollout.harness.names import STATE_CHECK, parse_harness
 from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
-from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
-from sandbox.proxy_relay import UNICODE_PROBLEM, sendable
+from sandbox import DEFAULT_MAX_REQUEST_BYTES, list_all_tools
+from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
 
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound

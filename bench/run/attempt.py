@@ -43,11 +43,17 @@ from bench.run.errors import DatasetMismatch
 from bench.run.request import TaskPreparation, initial_state
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
-from sandbox import Limits, ProxyCall, ProxyServer, SandboxProvider, SandboxRequest
-from sandbox.fate import lost_container
+from sandbox import (
+    Limits,
+    ProxyCall,
+    ProxyServer,
+    SandboxGoneError,
+    SandboxProvider,
+    SandboxRequest,
+    ToolPolicy,
+)
+from sandbox.container_fate import lost_container
 from sandbox.provider import SandboxSession
-from sandbox.proxy import SandboxGoneError
-from sandbox.proxy_models import ToolPolicy
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 
@@ -229,7 +235,7 @@ def _dataset(path: str, release: str | None, expected: str | None) -> Benchmark:
 
 
 def _lost_container(session: SandboxSession) -> str | None:
-    """A container of `session` that died, described (sandbox.fate); None when all run."""
+    """A container of `session` that died, described (sandbox.container_fate); None when all run."""
     containers = session.register_request(ToolPolicy()).containers
     return lost_container(containers) if containers else None
 

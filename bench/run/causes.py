@@ -28,6 +28,7 @@ CAUSES = (MODEL, CONTAINER, NODE, GOLDEN, JUDGE, OTHER)
 _BY_KIND = {
     "ModelEndpointError": MODEL,
     "SandboxGoneError": CONTAINER,
+    "SandboxLost": CONTAINER,  # bench.env.episode's name for it
     "ContainerStartError": CONTAINER,
     "SeedError": CONTAINER,
     "DaemonUnreachable": NODE,

@@ -25,8 +25,7 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.replay.sandboxed import dump_state
 from bench.run.attempt import task_tool_policy
 from bench.run.request import TaskPreparation, sandbox_request
-from sandbox.docker_client import docker_client
-from sandbox.proxy import (
+from sandbox import (
     ProxyServer,
     RegisterRequest,
     Registration,
@@ -34,6 +33,7 @@ from sandbox.proxy import (
     proxy_client,
     upstream_client,
 )
+from sandbox.docker_client import docker_client
 from sandbox.sandbox import Sandbox
 from sandbox.sweeper import leftovers, sweep
 

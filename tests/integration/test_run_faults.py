@@ -24,8 +24,8 @@ from bench.run.causes import cause_of
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
+from sandbox import ToolPolicy
 from sandbox.provider import DockerProvider, SandboxSession
-from sandbox.proxy_models import ToolPolicy
 from sandbox.sandbox import SandboxRequest
 from sandbox.sweeper import leftovers
 

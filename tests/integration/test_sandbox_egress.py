@@ -75,7 +75,7 @@ def test_host_services_are_not_reachable_from_an_attempt(
     sandbox_pair: Any, dexec: Any, dclient: docker.DockerClient
 ) -> None:
     """Docker 20.10 gives containers of an internal network a default route to the
-    bridge's gateway, which is the host: without `sandbox.hostguard`'s INPUT rule a
+    bridge's gateway, which is the host: without `sandbox.host_firewall`'s INPUT rule a
     listener on the gateway or docker0 address is reachable from every attempt."""
     a = sandbox_pair.a
     gateway = dclient.networks.get(a.network).attrs["IPAM"]["Config"][0]["Gateway"]

@@ -139,7 +139,7 @@ def test_background_teardown_returns_at_once_and_drain_removes_everything(
 ) -> None:
     """With a reaper (what `tbx run` uses) the attempt leaves its block without waiting
     for Docker; the set is gone once the reaper drains (the run's end)."""
-    from sandbox.teardown import Reaper
+    from sandbox.reaper import Reaper
 
     async def main() -> float:
         reaper = Reaper(workers=1, inline=False)

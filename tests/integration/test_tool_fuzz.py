@@ -41,7 +41,7 @@ from psycopg import sql
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.run.request import sandbox_request
-from sandbox.proxy import ProxyServer, RegisterRequest, Registration, proxy_client
+from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client
 from sandbox.sandbox import Sandbox, schema_name
 from sandbox.sweeper import leftovers, sweep
 

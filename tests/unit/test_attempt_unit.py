@@ -36,10 +36,9 @@ from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
 from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
+from sandbox import ProxyServer, RegisterRequest, ToolPolicy, Upstream
 from sandbox.errors import ContainerStartError
 from sandbox.provider import SandboxProvider, SandboxSession
-from sandbox.proxy import ProxyServer
-from sandbox.proxy_models import RegisterRequest, ToolPolicy, Upstream
 from sandbox.sandbox import SandboxRequest
 from sandbox.services import UPSTREAM_SECRET_HEADER
 from servers.engine.app import DomainRuntime, build_app

@@ -1,10 +1,10 @@
-"""How a lost container is described (sandbox.fate.describe), from `docker inspect` documents."""
+"""How a lost container is described (sandbox.container_fate.describe), from `docker inspect` documents."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sandbox.fate import describe
+from sandbox.container_fate import describe
 
 
 def inspected(status: str, code: int = 0, oom: bool = False, memory: int = 512 * 2**20) -> dict[str, Any]:

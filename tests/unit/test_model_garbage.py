@@ -25,7 +25,7 @@ from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.rollout.agent_loop import LoopSpec, run_loop
 from bench.rollout.agents import LLMAgent, ScriptedUser
-from sandbox.proxy import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
+from sandbox import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
 
 SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}}
 

@@ -22,8 +22,7 @@ import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from sandbox import proxy_relay as relay
-from sandbox.proxy import (
+from sandbox import (
     ProxyCall,
     ProxyError,
     ProxyServer,
@@ -34,7 +33,9 @@ from sandbox.proxy import (
     proxy_client,
     upstream_client,
 )
-from sandbox.proxy_admin import AdminClient
+from sandbox.proxy import calls as proxy_calls
+from sandbox.proxy import relay
+from sandbox.proxy.admin import AdminClient
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string", "description": "upstream words"}}}
 
@@ -161,13 +162,13 @@ async def test_merges_upstreams_and_refuses_reserved_and_unlisted(
     alpha, beta = upstreams["alpha"], upstreams["beta"]
     before = (len(alpha.received), len(beta.received))
     through_sdk: list[str] = []
-    forward = proxy.registry._forward
+    forward = proxy_calls.forward_call
 
     async def counting_forward(attempt: Any, name: str, arguments: Any) -> types.CallToolResult:
         through_sdk.append(name)
         return await forward(attempt, name, arguments)
 
-    monkeypatch.setattr(proxy.registry, "_forward", counting_forward)
+    monkeypatch.setattr(proxy_calls, "forward_call", counting_forward)
     async with proxy_client(reg) as client:
         listed = [t.name for t in (await client.list_tools()).tools]
         assert listed == ["b_echo", "a_echo", "a_fail", "a_inband"]

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import mcp_types as types
 import pytest
 
-from sandbox import proxy_relay as relay
+from sandbox.proxy import relay
 
 
 def _scope(headers: dict[str, str], method: str = "POST") -> dict[str, object]:

@@ -20,9 +20,9 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from sandbox.container_fate import lost_container
 from sandbox.docker_client import docker_client
-from sandbox.fate import lost_container
-from sandbox.proxy_models import SandboxGoneError
+from sandbox.proxy.models import SandboxGoneError
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The start timeout counts time without CPU progress (`sandbox.progress`): a
+"""The start timeout counts time without CPU progress (`sandbox.start_deadline`): a
 container still using CPU keeps its wait going up to the hard cap, one that
 uses none times out after `timeout`, and an unreadable cgroup means the plain
 wall-clock deadline. The cgroup reader is replaced; the deadline logic runs as is."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-import sandbox.progress as progress
-from sandbox.progress import HARD_CAP, StartDeadline
+import sandbox.start_deadline as start_deadline
+from sandbox.start_deadline import HARD_CAP, StartDeadline
 
 
 def _cpu(values: list[float | None]) -> object:
@@ -17,7 +17,7 @@ def _cpu(values: list[float | None]) -> object:
 
 
 def test_a_busy_container_keeps_its_wait_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(progress, "container_cpu", _cpu([0.0] + [0.1 * i for i in range(1, 1000)]))
+    monkeypatch.setattr(start_deadline, "container_cpu", _cpu([0.0] + [0.1 * i for i in range(1, 1000)]))
     wait = StartDeadline(0.0, 10.0, "c")
     for now in range(0, 200):
         if wait.expired(float(now)):
@@ -28,7 +28,7 @@ def test_a_busy_container_keeps_its_wait_up_to_the_cap(monkeypatch: pytest.Monke
 
 def test_an_idle_container_times_out_after_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     # Busy for 3 s, then no CPU at all: 10 s after the last progress it is over.
-    monkeypatch.setattr(progress, "container_cpu", _cpu([0.0, 0.5, 1.0, 1.5] + [1.5] * 100))
+    monkeypatch.setattr(start_deadline, "container_cpu", _cpu([0.0, 0.5, 1.0, 1.5] + [1.5] * 100))
     wait = StartDeadline(0.0, 10.0, "c")
     now = 0.0
     while not wait.expired(now):
@@ -38,7 +38,7 @@ def test_an_idle_container_times_out_after_the_timeout(monkeypatch: pytest.Monke
 
 
 def test_without_a_readable_cgroup_the_deadline_is_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(progress, "container_cpu", lambda cid: None)
+    monkeypatch.setattr(start_deadline, "container_cpu", lambda cid: None)
     wait = StartDeadline(0.0, 10.0, "c")
     wait.look(5.0)
     assert not wait.expired(9.9) and wait.expired(10.0)

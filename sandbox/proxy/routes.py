@@ -12,7 +12,7 @@ from typing import Any
 import mcp_types as types
 from mcp import Client
 
-from sandbox.proxy_models import ProxyError, ToolPolicy, Upstream
+from sandbox.proxy.models import ProxyError, ToolPolicy, Upstream
 
 RESERVED_PREFIX = "__reserved__"
 

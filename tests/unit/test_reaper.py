@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.teardown import Reaper
+from sandbox.reaper import Reaper
 
 
 class FakeSandbox:

@@ -1,6 +1,7 @@
 """Pieces of the session proxy's fast path: relaying one 2026-era (stateless,
 one HTTP request per message) MCP `tools/call` to its upstream server byte for
-byte, after the proxy has checked the token and the allow-list.
+byte, after the proxy has checked the token and the allow-list; and the plain
+ASGI responses the proxy answers with itself.
 
 Why: the proxy's MCP `Server` + upstream `Client` cost two full SDK
 traversals per call (~6 ms of CPU on a busy 2-core machine, more than a
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from starlette.types import Message, Receive, Scope
+from starlette.types import Message, Receive, Scope, Send
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 LOCAL_ORIGINS = ("http://127.0.0.1", "http://localhost")
@@ -183,6 +184,25 @@ def result_body(request_id: Any, result: types.CallToolResult) -> bytes:
         "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
     return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def jsonrpc_error(code: int, message: str) -> bytes:
+    """A JSON-RPC error without a request id (the proxy refusing a request)."""
+    body = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
+    return body.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+async def respond(
+    send: Send,
+    status: int,
+    body: bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    content_type: bytes = b"application/json",
+) -> None:
+    """Send one whole HTTP response on an ASGI `send`."""
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
 
 
 def bind_to_device(interface: str) -> tuple[int, int, bytes]:

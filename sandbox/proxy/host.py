@@ -1,7 +1,7 @@
 """Hosting for the session proxy: ASGI apps served by uvicorn on sockets bound
 to 127.0.0.1, on one event loop in a background thread, plus the thread hop
 that lets blocking callers run coroutines on that loop. Knows nothing of
-attempts (that is `sandbox.proxy.AttemptRegistry`)."""
+attempts (that is `sandbox.proxy.registry.AttemptRegistry`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import uvicorn
 
-from sandbox.proxy_models import ProxyError
+from sandbox.proxy.models import ProxyError
 
 HOST = "127.0.0.1"
 STOP_TIMEOUT = 7.0

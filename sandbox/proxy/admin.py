@@ -2,7 +2,7 @@
 listener on 127.0.0.1, separate from the agent-facing MCP port, protected by
 an admin token printed at start (`Authorization: Bearer <admin token>`).
 
-    POST   /attempts                 RegisterRequest (sandbox.proxy_models): {"attempt_id",
+    POST   /attempts                 RegisterRequest (sandbox.proxy.models): {"attempt_id",
                                       "upstreams": {domain: {"url", "headers"}} (or {domain: url}),
                                       "policy": {"allowed_tools", "overrides", "arg_overrides"},
                                       "call_timeout", "containers": {role: id}, "network"}
@@ -30,10 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sandbox.proxy_models import ProxyCall, ProxyError, RegisterRequest, Registration, SandboxGoneError
+from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, SandboxGoneError
 
 if TYPE_CHECKING:
-    from sandbox.proxy import AttemptRegistry
+    from sandbox.proxy.registry import AttemptRegistry
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.errors import SandboxError
-from sandbox.hostguard import bridge_name
+from sandbox.host_firewall import bridge_name
 
 if TYPE_CHECKING:
     from sandbox.sandbox import AttemptHandle

@@ -13,8 +13,8 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from sandbox.proxy_models import Registration
-from sandbox.proxy_relay import bind_to_device
+from sandbox.proxy.models import Registration
+from sandbox.proxy.relay import bind_to_device
 
 
 def upstream_client(

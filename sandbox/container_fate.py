@@ -3,7 +3,7 @@
 One place says why a container of a sandbox is no longer usable: its role and
 name, whether it exited (with which code), was killed (137: SIGKILL), hit its
 memory limit (the daemon's `State.OOMKilled`, with the limit), is paused, or
-no longer exists. The proxy's watch (sandbox.proxy_watch), a sandbox's start
+no longer exists. The proxy's watch (sandbox.proxy.watch), a sandbox's start
 (sandbox.sandbox) and the attempt unit (bench.run.attempt) all describe a
 lost container with it, so a system error's reason always names the container.
 """

@@ -1,0 +1,257 @@
+"""The registered attempts of the session proxy: registration (connect to the
+upstream servers, list and filter their tools, check and watch the sandbox),
+lookup by token, the loss of a sandbox, and unregistration. Each attempt's
+upstream clients and MCP session manager live in one task of the proxy's
+loop (`_attempt_lifetime`); the calls themselves are `calls.py`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from urllib.parse import urlsplit
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from sandbox.proxy import calls, relay
+from sandbox.proxy.app import ProxyApp
+from sandbox.proxy.attempt import RegisteredAttempt
+from sandbox.proxy.calls import leaf
+from sandbox.proxy.clients import list_all_tools, upstream_client
+from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
+from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, ToolPolicy, Upstream
+from sandbox.proxy.routes import RESERVED_PREFIX, build_routes
+from sandbox.proxy.watch import SandboxWatch, check_alive
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT = 5.0
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class AttemptRegistry:
+    """The registered attempts and the agent-facing app that serves them. Every
+    coroutine here runs on the proxy's loop; `calls` and `lookup` are safe from
+    any thread."""
+
+    def __init__(
+        self,
+        base_url: Callable[[], str],
+        *,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        fast_path: bool = True,
+    ):
+        if call_timeout <= 0 or max_request_bytes <= 0:
+            raise ValueError("call_timeout and max_request_bytes must be positive")
+        self.base_url = base_url  # where agents reach the app (known once its socket is bound)
+        self.call_timeout = call_timeout
+        self.max_request_bytes = max_request_bytes
+        self.connect_timeout = connect_timeout
+        self.fast_path = fast_path
+        self._attempts: dict[str, RegisteredAttempt] = {}  # sha256(token) -> attempt
+        self._watch: SandboxWatch | None = None
+        self.app = ProxyApp(self.lookup, max_request_bytes)
+
+    def lookup(self, token: str | None) -> RegisteredAttempt | None:
+        if not token:
+            return None
+        return self._attempts.get(_digest(token))
+
+    async def register(self, request: RegisterRequest) -> Registration:
+        """Register one attempt: connects to every upstream and lists its tools
+        before returning; raises ProxyError when an upstream is unreachable, an
+        allow-listed tool is missing or reserved, or two upstreams list the same
+        allow-listed tool, and SandboxGoneError when a named container is not running."""
+        attempt_id, policy = request.attempt_id, request.policy
+        if not request.upstreams:
+            raise ProxyError(f"attempt {attempt_id}: no upstream servers given")
+        if policy.allowed_tools is not None:
+            reserved = [t for t in policy.allowed_tools if t.startswith(RESERVED_PREFIX)]
+            if reserved:
+                raise ProxyError(f"attempt {attempt_id}: reserved tools cannot be allow-listed: {reserved}")
+        if request.containers:
+            # Connect only to a sandbox known alive; from here on the watch reports a loss.
+            await asyncio.to_thread(check_alive, request.containers, request.network)
+        token = secrets.token_urlsafe(32)
+        attempt = RegisteredAttempt(attempt_id, _digest(token), request.call_timeout or self.call_timeout)
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        attempt.task = asyncio.create_task(self._attempt_lifetime(attempt, request.upstreams, policy, ready))
+        await asyncio.shield(ready)
+        self._attempts[attempt.token_digest] = attempt
+        if request.containers:
+            watch = self._watch or SandboxWatch(self.watch_callback(loop))
+            self._watch = watch
+            watch.add(attempt.token_digest, request.containers, request.network)
+        base = self.base_url()
+        return Registration(
+            attempt_id=attempt_id,
+            token=token,
+            url=f"{base}/mcp",
+            path_url=f"{base}/a/{token}/mcp",
+            tools=list(attempt.routes),
+        )
+
+    def watch_callback(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+        """What the sandbox watch calls (from its threads) on a loss: `mark_gone` on `loop`."""
+
+        def on_gone(digest: str, cause: str) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self.mark_gone, digest, cause)
+
+        return on_gone
+
+    def mark_gone(self, digest: str, cause: str) -> None:
+        """From now on the attempt (by token digest) relays nothing: its sandbox is lost."""
+        attempt = self._attempts.get(digest)
+        if attempt is None or attempt.gone is not None:
+            return
+        attempt.gone = cause
+        pools, attempt.pools = attempt.pools, None
+        for pool in (pools or {}).values():
+            asyncio.get_running_loop().create_task(pool.aclose())
+
+    def gone(self, token: str) -> str | None:
+        """Why the attempt's sandbox counts as lost, or None while it is fine."""
+        attempt = self.lookup(token)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        return attempt.gone
+
+    async def _attempt_lifetime(
+        self,
+        attempt: RegisteredAttempt,
+        upstreams: dict[str, Upstream],
+        policy: ToolPolicy,
+        ready: asyncio.Future[None],
+    ) -> None:
+        """Owns the attempt's upstream clients and session manager: they are
+        entered and exited in this one task (anyio's scoping rule)."""
+        failure: BaseException | None = None
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
+                async with AsyncExitStack() as stack:
+                    # Errors are caught inside the stack: raised through the
+                    # clients' task groups they would arrive wrapped in groups.
+                    try:
+                        await self._open_attempt(attempt, stack, upstreams, policy)
+                    except Exception as exc:
+                        failure = exc
+                    else:
+                        scope.deadline = math.inf
+                        ready.set_result(None)
+                        await attempt.closed.wait()
+            if scope.cancelled_caught and failure is None and not ready.done():
+                failure = ProxyError(
+                    f"attempt {attempt.attempt_id}: upstream servers did not answer within "
+                    f"{self.connect_timeout:.0f}s ({', '.join(u.url for u in upstreams.values())})"
+                )
+        except BaseException as exc:
+            if not ready.done():
+                failure = exc if isinstance(exc, Exception) else ProxyError(f"cancelled: {exc!r}")
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("attempt %s: proxy session ended with %r", attempt.attempt_id, leaf(exc))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            attempt.manager = None
+            if not ready.done():
+                ready.set_exception(
+                    failure or ProxyError(f"attempt {attempt.attempt_id}: registration failed")
+                )
+
+    async def _open_attempt(
+        self,
+        attempt: RegisteredAttempt,
+        stack: AsyncExitStack,
+        upstreams: dict[str, Upstream],
+        policy: ToolPolicy,
+    ) -> None:
+        listed: list[tuple[str, Upstream, Client, types.Tool]] = []
+        for domain, upstream in upstreams.items():
+            try:
+                client = await stack.enter_async_context(
+                    upstream_client(upstream.url, upstream.headers, interface=upstream.interface)
+                )
+                tools = await list_all_tools(client)
+            except Exception as exc:
+                raise ProxyError(
+                    f"attempt {attempt.attempt_id}: cannot reach the {domain} server at {upstream.url}: "
+                    f"{leaf(exc)!r}"
+                ) from exc
+            listed.extend((domain, upstream, client, t) for t in tools)
+        attempt.routes = build_routes(attempt.attempt_id, listed, policy)
+        if self.fast_path and all(urlsplit(u.url).scheme == "http" for u in upstreams.values()):
+            pools = {u.url: relay.UpstreamPool(u.url, u.interface) for u in upstreams.values()}
+            for pool in pools.values():
+                stack.push_async_callback(pool.aclose)
+            attempt.pools = pools
+        manager = StreamableHTTPSessionManager(
+            app=calls.attempt_server(attempt, upstreams),
+            json_response=True,
+            security_settings=_LOCAL_ONLY,
+            max_request_body_size=self.max_request_bytes,
+        )
+        await stack.enter_async_context(manager.run())
+        attempt.manager = manager
+
+    async def unregister(self, token: str) -> list[ProxyCall]:
+        """Close the attempt's sessions; returns its recorded calls. Its token stops working at once."""
+        attempt = self._attempts.pop(_digest(token), None)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        if self._watch is not None:
+            self._watch.discard(attempt.token_digest)
+        await self._close_attempt(attempt)
+        return attempt.snapshot()
+
+    def calls(self, token: str) -> list[ProxyCall]:
+        """The attempt's recorded tool calls so far, in arrival order (thread-safe)."""
+        attempt = self.lookup(token)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        return attempt.snapshot()
+
+    def attempts(self) -> list[str]:
+        return [a.attempt_id for a in list(self._attempts.values())]
+
+    async def close_all(self) -> None:
+        """Take every attempt down (on the proxy's loop) and stop watching."""
+        attempts = list(self._attempts.values())
+        self._attempts.clear()
+        if self._watch is not None:
+            await asyncio.to_thread(self._watch.close)
+            self._watch = None
+        await asyncio.gather(*(self._close_attempt(a) for a in attempts))
+
+    async def _close_attempt(self, attempt: RegisteredAttempt) -> None:
+        attempt.manager = None
+        attempt.closed.set()
+        task = attempt.task
+        if task is None:
+            return
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+
+_LOCAL_ONLY = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+)
