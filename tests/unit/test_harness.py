@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +189,22 @@ def test_check_text_lists_updates_and_bounds_its_size() -> None:
     assert 'updated orders[O1]: status: "open" -> "closed"' in text and "deleted orders[O2]" in text
     assert f"and {62 - MAX_ROWS} more changed rows" in text
     assert max(len(line) for line in text.splitlines()) < 200
+
+
+def test_report_and_view_show_the_harness(tmp_path: Path) -> None:
+    from bench.report.markdown import build_report, render_markdown, summary_rows
+    from bench.view.load import open_runs
+
+    run = tmp_path / "hinted"
+    run.mkdir()
+    row = {"task_id": "retail:1", "repeat": 0, "domain": "retail", "passed": True}
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    (run / "manifest.json").write_text(
+        json.dumps({"agent": "llm", "harness": ["error-hints", "state-check"]})
+    )
+    report = build_report([run])
+    assert report.runs[0].harness == ["error-hints", "state-check"]
+    assert summary_rows(report)[1][0][1] == "llm + error-hints, state-check"
+    assert "agent: llm + error-hints, state-check" in render_markdown(report)
+    (loaded,) = open_runs([run])
+    assert loaded.harness == ["error-hints", "state-check"]
