@@ -83,6 +83,10 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
 def fmt_share(x: float) -> str:
     return f"{x * 100:.1f}%"
 
@@ -194,7 +198,7 @@ def render_markdown(c: Comparison) -> str:
     lines += ["", "## Noise floor", ""]
     lines += markdown_table(FLOOR_HEADER, floor_rows(c), "lrrl" + "r" * 4)
     for p in c.pairs:
-        lines += ["", f"## {p.b} vs {p.a}", "", f"{p.tasks} shared tasks; p = {fmt_p(p.p_value)}.", ""]
+        lines += ["", f"## {p.b} vs {p.a}", "", f"{p.tasks} shared tasks; {p_text(p.p_value)}.", ""]
         lines += markdown_table(METRIC_HEADER, metric_rows(p))
         lines += ["", "### Per domain", ""]
         lines += markdown_table(DOMAIN_HEADER, domain_table_rows(p))
@@ -299,7 +303,7 @@ def render_html(c: Comparison) -> str:
     ]
     for i, p in enumerate(c.pairs):
         parts.append(f'<section class="pair" id="pair-{i}"><h2>{escape(p.b)} vs {escape(p.a)}</h2>')
-        parts.append(f'<p class="note">{p.tasks} shared tasks; p = {escape(fmt_p(p.p_value))}.</p>')
+        parts.append(f'<p class="note">{p.tasks} shared tasks; {escape(p_text(p.p_value))}.</p>')
         parts.append(_table(METRIC_HEADER, metric_rows(p), "metrics"))
         parts.append(scatter_figure(p, i))
         parts.append("<h3>Per domain</h3>")
