@@ -58,7 +58,7 @@ testdb:
 
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
 test: venv images testdb openenv-client
-	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; \
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: venv testdb

@@ -2,7 +2,8 @@
 
 One place says why a container of a sandbox is no longer usable: its role and
 name, whether it exited (with which code), was killed (137: SIGKILL), hit its
-memory limit (the daemon's `State.OOMKilled`, with the limit), is paused, or
+memory limit (sandbox.oom: the kernel's, the cgroup's and the daemon's records,
+with the limit), is paused, or
 no longer exists. The proxy's watch (sandbox.proxy.watch), a sandbox's start
 (sandbox.sandbox) and the attempt unit (bench.run.attempt) all describe a
 lost container with it, so a system error's reason always names the container.
@@ -18,6 +19,7 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.docker_client import docker_client
+from sandbox.oom import oom_killed
 
 __all__ = ["describe", "lost_container"]
 
@@ -30,9 +32,10 @@ def _mib(limit: Any) -> str:
     return f"{n / 2**20:.0f} MiB" if n else "no limit"
 
 
-def describe(role: str, attrs: Mapping[str, Any]) -> str | None:
+def describe(role: str, attrs: Mapping[str, Any], oom: bool | None = None) -> str | None:
     """Why the container `attrs` (a `docker inspect` document) is unusable, or None
-    while it runs. Names the role, the container's name and its short id."""
+    while it runs. Names the role, the container's name and its short id. `oom`:
+    whether it was OOM-killed (sandbox.oom), else the document's flag says."""
     state = attrs.get("State") or {}
     name = str(attrs.get("Name") or "").lstrip("/") or "?"
     who = f"its {role} container {name} ({str(attrs.get('Id', ''))[:12]})"
@@ -40,7 +43,7 @@ def describe(role: str, attrs: Mapping[str, Any]) -> str | None:
     if status == "running" and not state.get("Paused"):
         return None
     code = state.get("ExitCode")
-    if state.get("OOMKilled"):
+    if state.get("OOMKilled") if oom is None else oom:
         limit = _mib((attrs.get("HostConfig") or {}).get("Memory"))
         return f"{who} was OOM-killed: it hit its memory limit of {limit} (exit code {code})"
     if status in ("exited", "dead"):
@@ -60,7 +63,8 @@ def lost_container(containers: Mapping[str, str], client: Any = None) -> str | N
             return f"its {role} container {cid[:12]} no longer exists"
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             return f"state of its {role} container {cid[:12]} unknown: cannot ask the Docker daemon ({exc})"
-        cause = describe(role, attrs)
+        running = (attrs.get("State") or {}).get("Status") == "running"
+        cause = describe(role, attrs, None if running else oom_killed(attrs, client))
         if cause is not None:
             return cause
     return None

@@ -158,15 +158,25 @@ def mark_in_use(tags: list[str]) -> None:
         pass  # best effort: without the record a rebuild may prune, and the run says so
 
 
-def tags_in_use() -> set[str]:
+def prune_in_use_records() -> list[str]:
+    """Remove the in-use records of processes that exited (`tbx gc`, every build);
+    returns their file names."""
     from sandbox.sweeper import _pid_alive
 
-    tags: set[str] = set()
     d = _in_use_dir()
+    removed = []
     for path in d.glob("*.json") if d.exists() else []:
         if not path.stem.isdigit() or not _pid_alive(int(path.stem)):
             path.unlink(missing_ok=True)
-            continue
+            removed.append(path.name)
+    return removed
+
+
+def tags_in_use() -> set[str]:
+    prune_in_use_records()
+    tags: set[str] = set()
+    d = _in_use_dir()
+    for path in d.glob("*.json") if d.exists() else []:
         try:
             tags.update(json.loads(path.read_text()))
         except (OSError, ValueError):

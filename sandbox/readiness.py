@@ -15,6 +15,7 @@ from testcontainers.core.container import DockerContainer
 
 from sandbox.container_fate import describe
 from sandbox.errors import ContainerStartError
+from sandbox.oom import oom_killed
 from sandbox.start_deadline import HARD_CAP, StartDeadline
 
 POLL_INTERVAL = 0.01
@@ -44,7 +45,8 @@ def check_alive(role: str, container: DockerContainer) -> None:
     wrapped.reload()
     if wrapped.status in ("exited", "dead"):
         raise ContainerStartError(
-            f"sandbox start failed: {describe(role, wrapped.attrs)}; last log lines:\n{tail_logs(container)}"
+            f"sandbox start failed: {describe(role, wrapped.attrs, oom_killed(wrapped.attrs))}; "
+            f"last log lines:\n{tail_logs(container)}"
         )
 
 

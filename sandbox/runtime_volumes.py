@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import docker.errors
 from docker.types import Mount
@@ -53,9 +54,16 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_ENV, "1") != "0"
 
 
+VOLUME_PREFIX = "tbx-rt-"
+
+
+def _image_part(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:16]
+
+
 def volume_name(image_id: str, path: str) -> str:
     slug = re.sub(r"[^a-zA-Z0-9]+", "-", path).strip("-") or "root"
-    return f"tbx-rt-{image_id.removeprefix('sha256:')[:16]}-{slug}"
+    return f"{VOLUME_PREFIX}{_image_part(image_id)}-{slug}"
 
 
 def mounts_for(image: str) -> list[Mount]:
@@ -135,10 +143,14 @@ def _fill(image_id: str, path: str, name: str) -> None:
         ) from exc
 
 
+def _locks_dir() -> Path:
+    return cache_dir("runtime-volumes")
+
+
 @contextmanager
 def _file_lock(name: str) -> Iterator[None]:
     """One copier per volume on this host (parallel runs, a pool's boot threads)."""
-    base = cache_dir("runtime-volumes")
+    base = _locks_dir()
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f"{name}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -168,4 +180,32 @@ def sweep_stale() -> tuple[list[str], list[str]]:
     return removed, kept
 
 
-__all__ = ["ENABLE_ENV", "PATHS_LABEL", "enabled", "mounts_for", "prepare", "sweep_stale", "volume_name"]
+def prune_locks(existing_image_ids: set[str]) -> list[str]:
+    """Remove the lock files of volumes whose image no longer exists (none is copied
+    again); a lock held right now is left. Returns the removed file names."""
+    live = {_image_part(i) for i in existing_image_ids}
+    base = _locks_dir()
+    removed = []
+    for path in sorted(base.glob(f"{VOLUME_PREFIX}*.lock")) if base.is_dir() else []:
+        if path.name.removeprefix(VOLUME_PREFIX)[:16] in live:
+            continue
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a copier holds it
+            path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return removed
+
+
+__all__ = [
+    "ENABLE_ENV",
+    "PATHS_LABEL",
+    "enabled",
+    "mounts_for",
+    "prepare",
+    "prune_locks",
+    "sweep_stale",
+    "volume_name",
+]

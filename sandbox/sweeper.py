@@ -16,6 +16,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import docker.errors
 
@@ -34,9 +35,13 @@ class SweepResult:
     kept_networks: Counter[int] = field(default_factory=Counter)
     # what the daemon refused to remove (name: its reason), left for the next sweep
     failed: list[str] = field(default_factory=list)
+    # stale endpoints force-disconnected so their networks could go ("network: endpoint")
+    disconnected: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = f"removed {len(self.containers)} containers, {len(self.networks)} networks"
+        if self.disconnected:
+            text += f" (force-disconnected {len(self.disconnected)} stale endpoints first)"
         if self.failed:
             text += f"; could not remove {len(self.failed)} ({'; '.join(self.failed)[:500]})"
         pids = sorted(set(self.kept_containers) | set(self.kept_networks))
@@ -125,17 +130,51 @@ def sweep(
                         result.containers.append(cid[:12])
                 except docker.errors.NotFound:
                     pass
-            if remove_network(n):
+            try:
+                removed = remove_network(n)
+            except docker.errors.APIError as exc:
+                if "active endpoints" not in str(exc.explanation or exc):
+                    raise
+                # An endpoint the daemon lost track of when a container was killed (no
+                # container left to remove): only a forced disconnect lets the network go.
+                # None listed (the daemon's endpoint count drifted): nothing the API can
+                # clear; reported below and left, a daemon restart clears it.
+                disconnected = force_disconnect(n)
+                if not disconnected:
+                    raise
+                result.disconnected += [f"{n.name}: {e}" for e in disconnected]
+                removed = remove_network(n)
+            if removed:
                 result.networks.append(n.name)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            # E.g. "has active endpoints" with no container left: an endpoint the daemon
-            # lost track of when a container was killed. A sweep is best effort and must
-            # not stop the command that runs it; the labels keep it for the next one.
+            # A sweep is best effort and must not stop the command that runs it; the
+            # labels keep what it could not remove for the next one.
             log.warning("sweep: could not remove network %s: %s", n.name, exc.explanation or exc)
             result.failed.append(f"network {n.name}: {exc.explanation or exc}")
     return result
+
+
+def force_disconnect(network: Any) -> list[str]:
+    """Force-disconnect every endpoint still on `network` (by the name the network
+    records for it, which works when its container no longer exists); returns the
+    endpoints disconnected."""
+    client = docker_client()
+    network.reload()
+    done = []
+    for cid, endpoint in (network.attrs.get("Containers") or {}).items():
+        target = (endpoint or {}).get("Name") or cid
+        try:
+            client.api.disconnect_container_from_network(target, network.id, force=True)
+            done.append(target)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            log.warning(
+                "sweep: could not disconnect %s from %s: %s", target, network.name, exc.explanation or exc
+            )
+    return done
 
 
 def leftovers(run: str | None = None) -> tuple[list[str], list[str]]:

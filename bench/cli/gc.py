@@ -1,5 +1,8 @@
 """`tbx gc [--older-than SECONDS | --run RUN | --all]`: remove containers and networks tbx left behind,
-and the runtime volumes (sandbox.runtime_volumes) of images that no longer exist.
+the runtime volumes (sandbox.runtime_volumes) of images that no longer exist, and
+what the host cache holds for no live process or existing image: golden sets of
+removed servers-image builds, in-use records of exited processes, runtime-volume
+lock files of removed images.
 
 By default only orphans go (their owning process exited, or they are older
 than the TTL); live runs' sandboxes are kept and listed."""
@@ -45,4 +48,23 @@ def gc_command(args: argparse.Namespace) -> int:
     removed, in_use = sweep_stale()
     if removed or in_use:
         print(f"runtime volumes of removed images: removed {len(removed)}, still mounted {len(in_use)}")
+    pruned = prune_cache()
+    if any(pruned.values()):
+        print("host cache: removed " + ", ".join(f"{len(v)} {k}" for k, v in pruned.items()))
     return 0
+
+
+def prune_cache() -> dict[str, list[str]]:
+    """What the host cache holds for no live process or existing image, removed:
+    what kind -> the names removed."""
+    from bench.run.golden import prune_golden
+    from sandbox.docker_client import docker_client
+    from sandbox.images import prune_in_use_records
+    from sandbox.runtime_volumes import prune_locks
+
+    images = {img.id for img in docker_client().images.list(all=True)}
+    return {
+        "golden sets of removed servers builds": prune_golden(images),
+        "in-use records of exited processes": prune_in_use_records(),
+        "runtime-volume locks of removed images": prune_locks(images),
+    }

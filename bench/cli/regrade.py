@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,9 @@ def regrade_command(args: argparse.Namespace) -> int:
     bench = load_benchmark(Path(args.dataset) if args.dataset else default_root(), strict=False)
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
     client = judge = None
-    if args.rejudge_rubrics or args.judge_model:
+    # A judge named anywhere (flag or environment) grades what has no answers yet,
+    # e.g. the rubric tasks of a --skip-rubrics run.
+    if args.rejudge_rubrics or args.judge_model or os.environ.get("TBX_JUDGE_MODEL"):
         try:
             config = judge_role_from_env(model=args.judge_model, base_url=args.judge_base_url)
         except ModelsConfigError as exc:

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.report.compare import Comparison, Flips, NoiseFloor, PairComparison, PairStats, RunInfo
 from bench.report.html import CSS, _svg, _t, _text
-from bench.report.markdown import DASH, markdown_table
+from bench.report.markdown import DASH, markdown_table, md_text
 from bench.run.results import RunDir
 from bench.view.site import SITE_MARKER
 from bench.view.summary import task_href
@@ -189,7 +189,7 @@ def print_terminal(c: Comparison) -> None:
 def _md_task(task: str, links: dict[str, str] | None) -> str:
     if not links:
         return f"`{task}`"
-    return f"`{task}` (" + ", ".join(f"[{name}]({href})" for name, href in links.items()) + ")"
+    return f"`{task}` (" + ", ".join(f"[{md_text(name)}]({href})" for name, href in links.items()) + ")"
 
 
 def render_markdown(c: Comparison) -> str:
@@ -198,7 +198,13 @@ def render_markdown(c: Comparison) -> str:
     lines += ["", "## Noise floor", ""]
     lines += markdown_table(FLOOR_HEADER, floor_rows(c), "lrrl" + "r" * 4)
     for p in c.pairs:
-        lines += ["", f"## {p.b} vs {p.a}", "", f"{p.tasks} shared tasks; {p_text(p.p_value)}.", ""]
+        lines += [
+            "",
+            f"## {md_text(p.b)} vs {md_text(p.a)}",
+            "",
+            f"{p.tasks} shared tasks; {p_text(p.p_value)}.",
+            "",
+        ]
         lines += markdown_table(METRIC_HEADER, metric_rows(p))
         lines += ["", "### Per domain", ""]
         lines += markdown_table(DOMAIN_HEADER, domain_table_rows(p))
@@ -209,13 +215,14 @@ def render_markdown(c: Comparison) -> str:
             if ids:
                 any_flip = True
                 lines.append(
-                    f"- {title.format(a=p.a, b=p.b)}: " + ", ".join(_md_task(t, p.links.get(t)) for t in ids)
+                    f"- {md_text(title.format(a=p.a, b=p.b))}: "
+                    + ", ".join(_md_task(t, p.links.get(t)) for t in ids)
                 )
         if not any_flip:
             lines.append("None.")
         for side, ids in ((p.a, p.only_in_a), (p.b, p.only_in_b)):
             if ids:
-                lines += ["", f"Not compared (a valid attempt only in {side}): " + ", ".join(ids)]
+                lines += ["", md_text(f"Not compared (a valid attempt only in {side}): " + ", ".join(ids))]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -11,6 +11,7 @@ report.json into a directory.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,12 +110,20 @@ def k_of_k_text(m: GroupMetrics) -> str:
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
 
 
+def md_text(text: str) -> str:
+    """`text` as inert markdown: operator and recorded strings (run names, models, task ids,
+    finish reasons) may hold HTML, which a markdown renderer would pass through as markup;
+    escaped, it shows as the characters it is. A line break would end a table row or heading."""
+    return html.escape(" ".join(text.splitlines()), quote=False)
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
-    """A markdown table; `align` is one letter per column (l/r), default: first left, rest right."""
+    """A markdown table; `align` is one letter per column (l/r), default: first left, rest right.
+    Cells are escaped (md_text)."""
     align = align or "l" + "r" * (len(header) - 1)
     sep = ["---:" if a == "r" else "---" for a in align]
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(md_text(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return out
 
 
@@ -267,12 +276,12 @@ def render_markdown(report: Report) -> str:
     ]
     header, rows = summary_rows(report)
     lines += markdown_table(header, rows, "lll" + "r" * 11 + "l")
-    lines += ["", "## Pareto frontier: cost per success vs pass@1", "", frontier_text(report), ""]
+    lines += ["", "## Pareto frontier: cost per success vs pass@1", "", md_text(frontier_text(report)), ""]
     for r in report.runs:
-        lines += [f"## Run: {r.run}", ""]
-        meta = [f"agent: {agent_text(r)}", f"model: {r.model or DASH}", f"K={r.k}"]
+        lines += [f"## Run: {md_text(r.run)}", ""]
+        meta = [f"agent: {md_text(agent_text(r))}", f"model: {md_text(r.model or DASH)}", f"K={r.k}"]
         if r.path:
-            meta.insert(0, f"directory: `{r.path}`")
+            meta.insert(0, f"directory: {md_text(r.path)}")
         lines += ["; ".join(meta), ""]
         lines += ["### Per domain", ""]
         h, rs = domain_rows(r)
@@ -316,7 +325,7 @@ def render_markdown(report: Report) -> str:
                     "",
                 ]
         flags = flag_lines(r)
-        lines += ["### Flags", "", *([f"- {f}" for f in flags] or ["None."]), ""]
+        lines += ["### Flags", "", *([f"- {md_text(f)}" for f in flags] or ["None."]), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,14 +1,16 @@
 """Golden end states: a task's golden tool calls replayed over MCP in a fresh
 sandbox of their own (never the attempt's), cached on disk by content hash.
 
-    store = GoldenStore(bench)                 # ~/.cache/tbx/golden, or $TBX_GOLDEN_CACHE
+    store = GoldenStore(bench)                 # $TBX_GOLDEN_CACHE, else sandbox.cache_dir("golden")
     golden = await store.get(task)             # GoldenState(initial_state, final_state, hashes, calls)
 
 The cache key hashes everything the golden state depends on: the task id and
 domain, its golden calls (effective init), the seeded rows (domain seed +
 data_patch), the image id of the servers image and the source of the host-side
 canonicalisation. A run of k attempts of a task replays its golden once;
-concurrent requests for one key in a process share a single replay.
+concurrent requests for one key in a process share a single replay. Files
+live under a directory per servers-image build (`image-<id>/`), so `tbx gc`
+drops the sets of builds that no longer exist (`prune_golden`).
 
 A golden call that returns a tool error (the in-band error envelope or an MCP
 error) fails the task's preparation with `GoldenReplayError` (the reference
@@ -24,6 +26,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ from bench.run.request import initial_state
 from judge import canonical
 from judge.canonical import state_hash
 from judge.records import GoldenState, ToolCallView, atomic_write
+from sandbox.cache import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +54,31 @@ class GoldenNotCached(LookupError):
     """The golden state is not in the cache and replays are not allowed."""
 
 
+IMAGE_DIR_PREFIX = "image-"
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tbx" / "golden"
+    return Path(env).expanduser() if env else cache_dir("golden")
+
+
+def image_dir(image_id: str) -> str:
+    """The directory of one servers-image build's golden states."""
+    return IMAGE_DIR_PREFIX + re.sub(r"[^a-zA-Z0-9]+", "-", image_id.removeprefix("sha256:"))[:16]
+
+
+def prune_golden(existing_image_ids: set[str], root: Path | None = None) -> list[str]:
+    """Remove the golden sets of servers-image builds that no longer exist (their
+    directories under `root`, default the default cache); returns the removed names.
+    Files of the layout before per-build directories cannot be told apart and stay."""
+    root = root if root is not None else default_cache_dir()
+    keep = {image_dir(i) for i in existing_image_ids}
+    removed = []
+    for d in sorted(root.glob(IMAGE_DIR_PREFIX + "*")) if root.is_dir() else []:
+        if d.is_dir() and d.name not in keep:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
 
 
 def servers_image_id() -> str:
@@ -134,10 +158,13 @@ class GoldenStore:
         )
 
     def path(self, key: str) -> Path:
-        return self.cache_dir / key[:2] / f"{key}.json.gz"
+        return self.cache_dir / image_dir(self.image_id()) / key[:2] / f"{key}.json.gz"
 
     def load(self, key: str) -> GoldenState | None:
         p = self.path(key)
+        if not p.exists():
+            # Written before the per-build directories (the key covers the build: still valid).
+            p = self.cache_dir / key[:2] / f"{key}.json.gz"
         try:
             golden = GoldenState.model_validate_json(gzip.decompress(p.read_bytes()))
         except FileNotFoundError:

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0  # seconds an address gets to answer before the run refuses to start
 START_TIMEOUT = 300.0  # a node's actor: process start, sweep, image check
 CLOSE_TIMEOUT = 120.0
+PING_TIMEOUT = 10.0  # seconds a node's actor gets to report on its daemon
 NODE_LOST = "NodeLost"
 
 __all__ = ["NODE_LOST", "ClusterError", "RayExecutor", "check_images", "node_lost_reason"]
@@ -302,11 +303,41 @@ class RayExecutor:
         return AttemptOutcome.of(spec, system_error=failure)
 
     async def ping(self) -> None:
-        """Each node has its own daemon: a node whose daemon restarts fails its own
-        attempts (retried, counted), the others go on, so the run never waits here."""
+        """Raise unless every live node's Docker daemon answers: while one restarts,
+        attempts Ray places there would fail in milliseconds and use up their retries,
+        so the coordinator holds new tries (bench.run.daemon) until it is back. A node
+        whose actor is gone is lost, not waited for."""
+        down = []
+        nodes = self._live()
+        for node, answer in zip(nodes, await self._on_nodes(nodes, "ping"), strict=True):
+            if isinstance(answer, BaseException):
+                if node_lost_reason(answer) is not None:
+                    self.lost.add(node)
+                    continue
+                first = str(answer).strip().splitlines()[0][:300] if str(answer).strip() else ""
+                down.append(f"node {node[:12]}: {type(answer).__name__}: {first}")
+        if down:
+            raise RuntimeError("the Docker daemon of a node does not answer: " + "; ".join(down))
 
     async def recovered(self) -> None:
-        """Nothing to drop on the driver (see `ping`)."""
+        """Every node drops what did not survive its daemon's outage."""
+        nodes = self._live()
+        for node, answer in zip(nodes, await self._on_nodes(nodes, "recovered"), strict=True):
+            if isinstance(answer, BaseException):
+                log.warning(
+                    "tbx run --ray: node %s could not clean up after an outage: %s", node[:12], answer
+                )
+
+    def _live(self) -> list[str]:
+        return [n for n in self.actors if n not in self.lost]
+
+    async def _on_nodes(self, nodes: list[str], method: str) -> list[Any]:
+        """`method` of these nodes' actors, at once: each one's result or exception."""
+
+        async def one(node: str) -> Any:
+            return await asyncio.wait_for(getattr(self.actors[node], method).remote(), PING_TIMEOUT)
+
+        return await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
 
     async def close(self, run_id: str) -> None:
         ray = _ray()

@@ -86,6 +86,14 @@ class NodeRunner:
             self.done += 1
         return started, outcome.model_dump_json()
 
+    async def ping(self) -> None:
+        """Raise unless this node's Docker daemon answers (the driver's `ping`)."""
+        await self.executor.ping()
+
+    async def recovered(self) -> None:
+        """This node's daemon answers again after an outage: drop what did not survive it."""
+        await self.executor.recovered()
+
     def stats(self) -> dict[str, Any]:
         return {
             "node": self.node_id,

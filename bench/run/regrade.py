@@ -7,7 +7,10 @@ golden end state (from the golden cache; replayed in a fresh sandbox when
 missing, unless --no-replay), rewrites the record's `verdict` (and the
 `passed` / `strict` / `signature` / `verdict` keys of its results.jsonl row, where
 present) and prints a summary. Rubric answers recorded with the attempt are
-reused; --rejudge-rubrics asks the judge model again.
+reused; --rejudge-rubrics asks the judge model again. The rubric tasks of a
+`--skip-rubrics` run (their rows say `rubrics_skipped`) are graded by the judge
+once one is configured; without one they are judged on state alone again, and
+the summary says how many still wait for a judge.
 
 `grade_record` reads a record and grades it through `bench.run.grading.grade`,
 the one grading path (the run coordinator grades its outcomes with it too).
@@ -59,6 +62,8 @@ class RegradeSummary(BaseModel):
     signatures: dict[str, int] = Field(default_factory=dict)
     per_task: dict[str, list[int]] = Field(default_factory=dict)  # task -> [passed, judged]
     golden_replays: int = 0
+    rubrics_graded: int = 0  # attempts of a --skip-rubrics run whose rubrics the judge graded now
+    rubrics_still_skipped: int = 0  # such attempts left on state alone: no judge configured
 
 
 async def grade_record(
@@ -69,10 +74,11 @@ async def grade_record(
     judge: RubricJudge | None = None,
     *,
     rejudge_rubrics: bool = False,
+    skip_rubrics: bool = False,
 ) -> Verdict:
     """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
-    and a judge is given."""
+    and a judge is given. `skip_rubrics`: judge a rubric task on state alone."""
     task = bench.task(record.task_id)
     terminal = record.load_terminal(base_dir)
     if terminal is None:
@@ -94,6 +100,7 @@ async def grade_record(
             domain=record.domain,
             recorded=None if rejudge_rubrics else recorded,
             judge=judge.judge if judge is not None else None,
+            skip_rubrics=skip_rubrics,
             no_judge=f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
             "pass --rejudge-rubrics and a judge model",
         )
@@ -106,12 +113,19 @@ async def grade_record(
 
 def attempt_files(results: Path) -> list[Path]:
     files = {p.resolve() for p in (results / "attempts").glob("*.json")}
+    files |= set(_rows_by_file(results))
+    return sorted(files)
+
+
+def _rows_by_file(results: Path) -> dict[Path, dict[str, Any]]:
+    """results.jsonl rows by the attempt record they point at (resolved path)."""
+    out = {}
     for row in _read_rows(results):
         ref = row.get("attempt_file")
         if isinstance(ref, str):
             p = Path(ref)
-            files.add((p if p.is_absolute() else results / p).resolve())
-    return sorted(files)
+            out[(p if p.is_absolute() else results / p).resolve()] = row
+    return out
 
 
 def _read_rows(results: Path) -> list[dict[str, Any]]:
@@ -137,6 +151,7 @@ async def regrade(
 ) -> RegradeSummary:
     summary = RegradeSummary()
     files = attempt_files(results)
+    rows = _rows_by_file(results)
     summary.attempts = len(files)
     verdicts: dict[Path, Verdict] = {}
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -153,9 +168,17 @@ async def regrade(
                 summary.skipped_system_errors += 1
                 return
             before = _outcome(record.verdict)
+            # A --skip-rubrics run's rubric task: graded now if there is a judge, else on state again.
+            was_skipped = bool(rows.get(path, {}).get("rubrics_skipped")) and not record.rubric_answers
             try:
                 verdict = await grade_record(
-                    bench, record, path.parent, store, judge, rejudge_rubrics=rejudge_rubrics
+                    bench,
+                    record,
+                    path.parent,
+                    store,
+                    judge,
+                    rejudge_rubrics=rejudge_rubrics,
+                    skip_rubrics=was_skipped and judge is None,
                 )
             except JudgeUnavailable:
                 raise
@@ -164,6 +187,12 @@ async def regrade(
                 return
             summary.regraded += 1
             summary.passed += verdict.passed
+            if was_skipped:
+                if judge is None:
+                    summary.rubrics_still_skipped += 1
+                else:
+                    summary.rubrics_graded += 1
+                    rows[path]["rubrics_skipped"] = False
             counts = summary.per_task.setdefault(record.task_id, [0, 0])
             counts[0] += verdict.passed
             counts[1] += 1
@@ -186,11 +215,15 @@ async def regrade(
     summary.errors.sort()
     summary.golden_replays = store.replays
     if write:
-        _rewrite_rows(results, verdicts)
+        _rewrite_rows(results, verdicts, rows)
     return summary
 
 
-def _rewrite_rows(results: Path, verdicts: dict[Path, Verdict]) -> None:
+def _rewrite_rows(
+    results: Path, verdicts: dict[Path, Verdict], graded_rows: dict[Path, dict[str, Any]]
+) -> None:
+    """Rewrite results.jsonl with the new verdicts (and the `rubrics_skipped` flags of
+    `graded_rows`, the rows `regrade` read and updated)."""
     rows = _read_rows(results)
     if not rows:
         return
@@ -200,10 +233,19 @@ def _rewrite_rows(results: Path, verdicts: dict[Path, Verdict]) -> None:
         if not isinstance(ref, str):
             continue
         p = Path(ref)
-        v = verdicts.get((p if p.is_absolute() else results / p).resolve())
+        path = (p if p.is_absolute() else results / p).resolve()
+        v = verdicts.get(path)
         if v is None:
             continue
-        for key, value in (("passed", v.passed), ("strict", v.strict), ("signature", v.signature)):
+        fields = {
+            "passed": v.passed,
+            "strict": v.strict,
+            "strict_match": v.strict,
+            "differences": len(v.differences),
+            "signature": v.signature,
+            "rubrics_skipped": graded_rows.get(path, {}).get("rubrics_skipped"),
+        }
+        for key, value in fields.items():
             if key in row:
                 row[key] = value
         if "verdict" in row:
@@ -225,6 +267,13 @@ def format_summary(s: RegradeSummary) -> str:
     if s.changed:
         lines.append(f"{len(s.changed)} verdicts changed:")
         lines += [f"  {c.attempt} ({c.task_id}): {c.before or 'none'} -> {c.after}" for c in s.changed]
+    if s.rubrics_graded:
+        lines.append(f"graded the rubrics of {s.rubrics_graded} attempts of a --skip-rubrics run")
+    if s.rubrics_still_skipped:
+        lines.append(
+            f"{s.rubrics_still_skipped} attempts of a --skip-rubrics run still judged on state alone: "
+            "configure a judge (--judge-model or TBX_JUDGE_MODEL) to grade their rubrics"
+        )
     if s.golden_replays:
         lines.append(f"golden states replayed: {s.golden_replays}")
     if s.errors:

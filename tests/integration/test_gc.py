@@ -5,6 +5,7 @@ command never sees (or removes) anything another process owns."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ class _ScopedClient:
     def __init__(self, client: docker.DockerClient, run: str):
         self.containers = _Scoped(client.containers, run)
         self.networks = _Scoped(client.networks, run)
+        self.api = client.api
 
 
 @pytest.fixture
@@ -117,3 +119,73 @@ def test_gc_run_removes_that_run_even_while_its_owner_lives(
     _network(scoped_run, live_pid)
     out = _gc(capsys, "--run", scoped_run)
     assert _names(scoped_run) == set() and "removed 0 containers, 1 networks" in out
+
+
+def test_gc_prunes_the_host_cache_of_builds_and_processes_gone(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against the daemon's real image list: the golden set of the servers image that
+    exists stays, a removed build's set, a dead process's in-use record and a removed
+    image's runtime-volume lock go."""
+    from bench.cli.gc import prune_cache
+    from bench.run.golden import image_dir
+    from sandbox.images import require_image
+    from sandbox.runtime_volumes import volume_name
+
+    monkeypatch.setenv("TBX_CACHE", str(tmp_path))
+    monkeypatch.delenv("TBX_GOLDEN_CACHE", raising=False)
+    current = docker_client().images.get(require_image("servers")).id
+    removed_build = "sha256:" + "0" * 64
+    for image in (current, removed_build):
+        (tmp_path / "golden" / image_dir(image) / "ab").mkdir(parents=True)
+    (tmp_path / "images-in-use").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    (tmp_path / "images-in-use" / f"{proc.pid}.json").write_text("[]")
+    (tmp_path / "runtime-volumes").mkdir()
+    for image in (current, removed_build):
+        (tmp_path / "runtime-volumes" / f"{volume_name(image, '/usr')}.lock").write_text("")
+
+    pruned = prune_cache()
+    assert pruned == {
+        "golden sets of removed servers builds": [image_dir(removed_build)],
+        "in-use records of exited processes": [f"{proc.pid}.json"],
+        "runtime-volume locks of removed images": [f"{volume_name(removed_build, '/usr')}.lock"],
+    }
+    assert (tmp_path / "golden" / image_dir(current)).is_dir()
+    assert (tmp_path / "runtime-volumes" / f"{volume_name(current, '/usr')}.lock").is_file()
+    assert not any(prune_cache().values())
+
+
+def test_a_network_with_a_stale_endpoint_is_force_disconnected_and_removed(
+    scoped_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon refuses to remove a network that still has an endpoint ("has active
+    endpoints"); when a killed container's endpoint outlives it, nothing is left to
+    remove but the endpoint. Made here with a real connected container the sweep is
+    kept from removing (as if the daemon had lost it): the daemon's real refusal, the
+    real forced disconnect. (A true stale endpoint, whose container is gone, is not
+    made here: no way to produce one on demand was found; a second daemon of the
+    test's own, killed mid-removal, is the place to try.)"""
+    from sandbox.images import require_image
+
+    net = _network(scoped_run, _dead_pid())  # an orphan: the sweep removes it
+    client = docker_client()
+    holder = client.containers.run(
+        require_image("postgres"),
+        entrypoint=["sleep", "120"],
+        detach=True,
+        network=net,
+        labels=lbl.labels_for(lbl.new_id("other"), lbl.new_id("att"), "holder", os.getpid()),
+    )
+    real_remove = sweeper.remove_container
+    monkeypatch.setattr(sweeper, "remove_container", lambda c: False if c.id == holder.id else real_remove(c))
+    try:
+        result = sweeper.sweep()
+        assert result.networks == [net] and not result.failed, result
+        assert result.disconnected == [f"{net}: {holder.name}"]
+        assert "force-disconnected 1 stale endpoints" in str(result)
+        holder.reload()
+        assert net not in holder.attrs["NetworkSettings"]["Networks"]
+    finally:
+        holder.remove(force=True)

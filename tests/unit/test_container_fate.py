@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sandbox.container_fate import describe
+from sandbox.oom import cgroup_oom_kills, kernel_logged_oom, oom_killed
 
 
 def inspected(status: str, code: int = 0, oom: bool = False, memory: int = 512 * 2**20) -> dict[str, Any]:
@@ -35,3 +37,34 @@ def test_an_oom_kill_says_so_with_the_limit() -> None:
         "it hit its memory limit of 256 MiB (exit code 137)"
     )
     assert "no limit" in (describe("typesense", inspected("exited", 137, oom=True, memory=0)) or "")
+
+
+def test_the_oom_counter_is_read_for_either_cgroup_version_and_driver(tmp_path: Path) -> None:
+    cid = "ab" * 32
+    assert cgroup_oom_kills(cid, root=tmp_path) is None  # no cgroup: the container is gone
+    layouts = {
+        f"memory/docker/{cid}/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",  # v1
+        f"system.slice/docker-{cid}.scope/memory.events": "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n",  # v2
+        f"unified/custom/{cid}/memory.events": "oom 3\noom_kill 3\n",  # hybrid, --cgroup-parent
+    }
+    for (path, text), want in zip(layouts.items(), (2, 1, 3), strict=True):
+        root = tmp_path / str(want)
+        (root / path).parent.mkdir(parents=True)
+        (root / path).write_text(text)
+        assert cgroup_oom_kills(cid, "/custom" if "custom" in path else "", root=root) == want
+
+
+def test_the_kernel_log_counts_only_an_oom_kill_in_this_containers_cgroup(tmp_path: Path) -> None:
+    cid = "cd" * 32
+    log = tmp_path / "kmsg"
+    log.write_text(f"6,1,2,-;oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/docker/{'ef' * 32},task=x\n")
+    assert not kernel_logged_oom(cid, log)
+    log.write_text(f"6,1,2,-;oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/docker/{cid},task=sh,pid=7\n")
+    assert kernel_logged_oom(cid, log)
+    assert not kernel_logged_oom(cid, tmp_path / "unreadable")
+
+
+def test_an_exit_other_than_sigkill_is_never_an_oom_kill() -> None:
+    # No daemon is asked (the client would fail): only 137 can be the OOM killer's.
+    assert not oom_killed(inspected("exited", 1), client=object())
+    assert oom_killed(inspected("exited", 137, oom=True), client=object())

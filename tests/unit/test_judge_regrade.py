@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,125 @@ def test_regrade_results_dir(
 def test_missing_results_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["judge", "regrade", str(tmp_path / "nope")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+class YesJudge(ThreadingHTTPServer):
+    """An OpenAI-compatible judge on 127.0.0.1 that answers every rubric question yes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _YesHandler)
+        self.questions: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _YesHandler(BaseHTTPRequestHandler):
+    server: YesJudge
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.questions.append(body["messages"][-1]["content"])
+        reply = {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": '{"answer": "yes", "reason": "stub"}'},
+                }
+            ],
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def yes_judge() -> Iterator[YesJudge]:
+    srv = YesJudge()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_skip_rubrics_run_gets_its_rubrics_graded_once_a_judge_is_configured(
+    dataset: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    yes_judge: YesJudge,
+) -> None:
+    bench = load_benchmark(dataset, strict=False)
+    cache = tmp_path / "cache"
+    gr = fill_cache(bench, dataset, cache, RUBRIC_TASK)
+    monkeypatch.setattr(golden_mod, "servers_image_id", lambda: IMAGE)
+    monkeypatch.setattr(dataset_mod, "load_benchmark", lambda *a, **kw: bench)
+    for name in ("TBX_JUDGE_MODEL", "TBX_JUDGE_BASE_URL", "TBX_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    rubrics = bench.effective_init(bench.task(RUBRIC_TASK)).rubrics_yesno
+
+    # What a --skip-rubrics run writes for a rubric task: a verdict on state alone, no answers.
+    results = tmp_path / "results"
+    record = AttemptRecord(
+        attempt_id="s1", task_id=RUBRIC_TASK, terminal_state=gr.final_state, final_message="done"
+    )
+    write_attempt(results / "attempts/s1.json", record)
+    row = {
+        "attempt_file": "attempts/s1.json",
+        "task_id": RUBRIC_TASK,
+        "passed": True,
+        "rubrics_skipped": True,
+    }
+    (results / "results.jsonl").write_text(json.dumps(row) + "\n")
+    argv = [
+        "judge",
+        "regrade",
+        str(results),
+        "--dataset",
+        str(dataset),
+        "--golden-cache",
+        str(cache),
+        "--no-replay",
+    ]
+
+    # No judge anywhere: judged on state again, and the summary says a judge is still wanted.
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 attempts of a --skip-rubrics run still judged on state alone" in out, out
+    assert json.loads((results / "results.jsonl").read_text())["rubrics_skipped"] is True
+    assert yes_judge.questions == []
+
+    # A judge configured (in the environment, as for `tbx run`): the rubrics are graded.
+    monkeypatch.setenv("TBX_JUDGE_MODEL", "judge-stub")
+    monkeypatch.setenv("TBX_JUDGE_BASE_URL", yes_judge.url)
+    monkeypatch.setenv("TBX_JUDGE_API_KEY", "stub-key")
+    assert main(argv) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "graded the rubrics of 1 attempts of a --skip-rubrics run" in out, out
+    assert len(yes_judge.questions) == len(rubrics) == 2
+    graded = read_attempt(results / "attempts/s1.json")
+    assert graded.rubric_answers is not None and [a.question for a in graded.rubric_answers] == rubrics
+    assert graded.verdict is not None and graded.verdict.passed and graded.verdict.rubrics_passed is True
+    new_row = json.loads((results / "results.jsonl").read_text())
+    assert new_row["rubrics_skipped"] is False and new_row["passed"] is True
+
+    # Graded once: a third regrade reuses the recorded answers and asks nothing.
+    assert main(argv) == 0
+    assert len(yes_judge.questions) == 2

@@ -4,17 +4,29 @@ of the progress view (the cluster itself: tests/integration/test_ray_cluster.py)
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.cli.progress import nodes_text, status_line
 from bench.run.attempt import AttemptOutcome
-from bench.run.ray_executor import ClusterError, _probe, _secrets, check_images, node_lost_reason
+from bench.run.daemon import DaemonGate
+from bench.run.ray_executor import (
+    ClusterError,
+    RayExecutor,
+    _probe,
+    _secrets,
+    check_images,
+    node_lost_reason,
+)
+from bench.run.ray_node import NodeRunner
+from sandbox.errors import DockerUnavailableError
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = {"postgres": "sha256:aaa", "servers": "sha256:bbb"}
@@ -143,3 +155,78 @@ def test_the_config_file_can_name_the_cluster_and_it_stays_out_of_the_bundle(tmp
     assert r.returncode != 0
     assert f"127.0.0.1:{port} does not answer" in r.stderr  # the config's address was the one tried
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+class _Daemon:
+    """A node's executor as far as ping goes: its daemon answers or not."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.recoveries = 0
+
+    async def ping(self) -> None:
+        if not self.up:
+            raise DockerUnavailableError("cannot reach the Docker daemon (restarting)")
+
+    async def recovered(self) -> None:
+        self.recoveries += 1
+
+
+class _Method:
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def remote(self) -> Any:
+        return self.fn()
+
+
+class _Actor:
+    """An actor handle over a real NodeRunner: `handle.method.remote()` is awaitable, as a Ray ref is."""
+
+    def __init__(self, runner: NodeRunner | None, dead: bool = False):
+        self.runner, self.dead = runner, dead
+
+    def __getattr__(self, name: str) -> _Method:
+        if self.dead:
+            ray = pytest.importorskip("ray")
+
+            async def died() -> None:
+                raise ray.exceptions.ActorDiedError()
+
+            return _Method(died)
+        return _Method(getattr(self.runner, name))
+
+
+def _runner(daemon: _Daemon) -> NodeRunner:
+    runner = NodeRunner.__new__(NodeRunner)  # no DockerProvider: the daemon is the stand-in above
+    runner.executor = daemon  # type: ignore[assignment]
+    return runner
+
+
+async def test_ping_waits_for_a_node_whose_daemon_restarts_and_forgets_a_lost_node() -> None:
+    pytest.importorskip("ray")
+    a, b = _Daemon(), _Daemon()
+    executor = RayExecutor()
+    executor.actors = {
+        "a" * 16: _Actor(_runner(a)),
+        "b" * 16: _Actor(_runner(b)),
+        "c" * 16: _Actor(None, True),
+    }
+    await executor.ping()  # all answer; the dead actor's node is lost, not waited for
+    assert executor.lost == {"c" * 16}
+
+    b.up = False
+    with pytest.raises(RuntimeError, match=r"node bbbbbbbbbbbb: DockerUnavailableError: cannot reach"):
+        await executor.ping()
+
+    # The coordinator's gate: new tries wait while b's daemon is away, and go on once it is back.
+    gate = DaemonGate(
+        executor.ping, wait=10.0, on_back=executor.recovered, poll_max=0.05, notice=lambda _: None
+    )
+    assert not await gate.answers()
+    waiting = asyncio.ensure_future(gate.ready())
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "tries are held while a node's daemon does not answer"
+    b.up = True
+    await asyncio.wait_for(waiting, 5.0)
+    assert gate.gone is None and a.recoveries == b.recoveries == 1

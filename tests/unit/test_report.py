@@ -151,3 +151,28 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(d), "--k", "0"]) == 2
     assert main(["report", str(d), "--models-config", str(tmp_path / "none.yaml")]) == 2
     assert "cannot read models config" in capsys.readouterr().err
+
+
+def test_report_md_shows_hostile_operator_strings_as_text_not_markup(tmp_path: Path) -> None:
+    """`--name`, model names and recorded strings end up in report.md; a markdown viewer
+    renders raw HTML in it, so each must arrive as text (rendered here with markdown-it,
+    the CommonMark renderer, html enabled as GitHub-like viewers do before sanitising)."""
+    from markdown_it import MarkdownIt
+
+    name = '<img src=x onerror="alert(1)">\nrun'
+    model = "<script>alert(2)</script>"
+    d = write_run(tmp_path, name.replace("\n", "").replace("/", "_"), {"retail/1": [T, F]}, model=model)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["run_name"] = name
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]
+    rows[1]["finish_reason"] = "<iframe src=//evil.example>"
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    md = render_markdown(build_report([d]))
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    for tag in ("<img", "<script", "<iframe"):
+        assert tag not in rendered, rendered
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rendered  # the model name, shown as written
+    assert "&lt;iframe src=//evil.example&gt;" in rendered
+    assert "onerror" in rendered and "## Run: &lt;img" in md  # the name kept, on one line

@@ -1,0 +1,150 @@
+"""Was a container's end an OOM kill? Asked of every place that records one.
+
+Docker's `State.OOMKilled` alone is not enough: the daemon sets it from
+containerd's OOM event, which on cgroup v1 comes from an eventfd that
+containerd reads on its own schedule; on a loaded machine the container's exit
+is often handled (and its cgroup removed) first, and then the event comes late
+or, once the cgroup is gone, never. So an exit by SIGKILL (137, the OOM
+killer's signal) is checked against, in turn:
+
+- the kernel's log (`/dev/kmsg`): the OOM killer writes an `oom-kill:` line naming
+  the memory cgroup at the moment it kills, before the process is even gone
+  (readable by root or with CAP_SYSLOG; skipped when not);
+- the container's memory cgroup counters while it still exists: cgroup v1
+  `memory.oom_control` and cgroup v2 `memory.events`, both `oom_kill N`;
+- the daemon's event log: an `oom` event of the container since it was created;
+- the daemon's flag again,
+
+for up to `OOM_GRACE` seconds, since every record but the kernel's may trail the exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import requests.exceptions
+
+from sandbox.docker_client import docker_client
+
+__all__ = ["OOM_GRACE", "cgroup_oom_kills", "kernel_logged_oom", "oom_killed"]
+
+OOM_GRACE = 1.5  # seconds an exit by SIGKILL waits for a trailing OOM record
+POLL_EVERY = 0.1
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+KMSG = Path("/dev/kmsg")
+SIGKILL_EXIT = 137
+
+
+def _cgroup_files(cid: str, parent: str, root: Path) -> Iterator[Path]:
+    """The container's OOM counter files, for either cgroup version and either
+    cgroup driver (cgroupfs: PARENT/ID, default parent `docker`; systemd:
+    PARENT/docker-ID.scope, default parent `system.slice`)."""
+    parent = parent.strip("/")
+    groups = [f"{parent or 'docker'}/{cid}", f"{parent or 'system.slice'}/docker-{cid}.scope"]
+    for group in groups:
+        yield root / "memory" / group / "memory.oom_control"  # v1 (also the v1 half of a hybrid host)
+        yield root / group / "memory.events"  # v2
+        yield root / "unified" / group / "memory.events"  # v2 half of a hybrid host
+
+
+def cgroup_oom_kills(cid: str, parent: str = "", root: Path = CGROUP_ROOT) -> int | None:
+    """How many processes the kernel OOM-killed in the container's memory cgroup;
+    None when no cgroup of it is found (the container is gone, or another layout)."""
+    for path in _cgroup_files(cid, parent, root):
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+def _kmsg_records(path: Path = KMSG) -> Iterator[str]:
+    """Every record in the kernel's ring buffer (empty when it cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                return  # read to the end
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # overwritten while reading: go on with the next
+                    continue
+                return
+            if not record:
+                return
+            yield record.decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def kernel_logged_oom(cid: str, path: Path = KMSG) -> bool:
+    """The kernel's log has an OOM kill in the container's memory cgroup."""
+    return any("oom-kill:" in r and cid in r for r in _kmsg_records(path))
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return None
+
+
+def _daemon_recorded(client: Any, cid: str, since: float | None) -> bool | None:
+    """The daemon's flag is set now, or its event log holds an `oom` event of the
+    container; None when the container was removed meanwhile (nothing more will come)."""
+    try:
+        if (client.api.inspect_container(cid).get("State") or {}).get("OOMKilled"):
+            return True
+        events = client.api.events(
+            since=f"{(since or time.time() - 3600) - 1:.9f}",
+            until=f"{time.time():.9f}",
+            filters={"container": cid, "event": "oom"},
+            decode=True,
+        )
+        with contextlib.closing(events):
+            return any(e.get("Action") == "oom" for e in events)
+    except docker.errors.NotFound:
+        return None
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return False  # the daemon away: no record to be had now
+
+
+def oom_killed(attrs: Mapping[str, Any], client: Any = None, *, grace: float = OOM_GRACE) -> bool:
+    """Whether the container `attrs` (a `docker inspect` document) was OOM-killed."""
+    state = attrs.get("State") or {}
+    if state.get("OOMKilled"):
+        return True
+    cid = str(attrs.get("Id") or "")
+    if state.get("ExitCode") != SIGKILL_EXIT or not cid:
+        return False  # the OOM killer's signal is SIGKILL; any other end is not its
+    client = client or docker_client()
+    parent = str((attrs.get("HostConfig") or {}).get("CgroupParent") or "")
+    since = _timestamp(str(attrs.get("Created") or ""))
+    if kernel_logged_oom(cid):  # written as it kills: there by now if it will ever be (once)
+        return True
+    deadline = time.monotonic() + grace
+    while True:
+        if (cgroup_oom_kills(cid, parent) or 0) > 0:
+            return True
+        recorded = _daemon_recorded(client, cid, since)
+        if recorded:
+            return True
+        if recorded is None or time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_EVERY)
