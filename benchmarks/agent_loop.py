@@ -38,11 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
+from bench.prepare import initial_state, sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from bench.replay.sandboxed import dump_state
-from bench.rollout.agent_loop import mcp_client, mcp_tool_to_openai, run_attempt_agent
-from bench.run.request import initial_state, sandbox_request
-from judge.canonical import state_hash
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.clients import mcp_client
+from bench.rollout.tools import mcp_tool_to_openai
+from judge.canonical import dump_dsn, state_hash
 from sandbox import list_all_tools
 from sandbox.labels import new_id
 from sandbox.sandbox import AttemptHandle, Sandbox
@@ -103,7 +104,7 @@ async def loop_overhead(bench: Benchmark, n_tasks: int) -> list[dict[str, Any]]:
                 t = time.perf_counter()
                 traj = await run_attempt_agent("oracle", task, bench, url, handle.server_headers)
                 full = (time.perf_counter() - t) * 1000
-                got = state_hash(await asyncio.to_thread(dump_state, handle, "retail"))
+                got = state_hash(await asyncio.to_thread(dump_dsn, handle.pg.admin_dsn("retail"), "retail"))
                 if got != traces[task.id]["golden_state_hash"]:
                     raise SystemExit(f"{task.id}: oracle missed the golden hash")
                 raw_ms.append(raw)

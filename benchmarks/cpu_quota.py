@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent_loop import reseed  # type: ignore[import-not-found]
 
 from bench.dataset import default_root, load_benchmark
-from bench.replay.sandboxed import dump_state
+from bench.prepare import sandbox_request
 from bench.rollout.agent_loop import run_attempt_agent
-from bench.run.request import sandbox_request
-from judge.canonical import state_hash
+from judge.canonical import dump_dsn, state_hash
 from sandbox.labels import new_id
 from sandbox.sandbox import Sandbox
 from sandbox.services import Limits
@@ -93,7 +92,9 @@ async def main() -> None:
                     traj = await run_attempt_agent("oracle", task, bench, handle.servers["retail"], None)
                     attempt[cpus].append((time.perf_counter() - t) * 1000)
                     calls[cpus].extend(c.latency_ms for c in traj.tool_calls)
-                    got = state_hash(await asyncio.to_thread(dump_state, handle, "retail"))
+                    got = state_hash(
+                        await asyncio.to_thread(dump_dsn, handle.pg.admin_dsn("retail"), "retail")
+                    )
                     if got != traces[task.id]["golden_state_hash"]:
                         raise SystemExit(f"{task.id} (cpus={cpus}): oracle missed the golden hash")
     finally:

@@ -60,9 +60,9 @@ import bench.run.golden as golden_mod
 import sandbox.provider as provider_mod
 import sandbox.sandbox as sandbox_mod
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
+from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import replay_calls
 from bench.run import coordinator as runner_mod
-from bench.run.request import sandbox_request
 from bench.run.results import read_rows
 from sandbox import labels as lbl
 from sandbox import runtime_volumes

@@ -31,11 +31,10 @@ from pathlib import Path
 import psycopg
 
 from bench.dataset import Benchmark, Task, default_root, load_benchmark
+from bench.prepare import initial_state, sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from bench.replay.sandboxed import dump_state
 from bench.run.golden import GoldenStore
-from bench.run.request import initial_state, sandbox_request
-from judge.canonical import canonical_bytes, canonical_state, dump_canonical
+from judge.canonical import canonical_bytes, canonical_state, dump_canonical, dump_dsn
 from judge.records import ToolCallView
 from judge.verdict import decide
 from sandbox.labels import new_id
@@ -88,7 +87,7 @@ async def run(args: argparse.Namespace) -> int:
         played = calls[:-1]
         request = sandbox_request(bench, task, typesense=False, run_id=run_id)
         async with AsyncSandbox(request) as sb:
-            initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+            initial = await asyncio.to_thread(dump_dsn, sb.handle.pg.admin_dsn(task.domain), task.domain)
             records = await replay_calls(sb.handle.servers[task.domain], played, sb.handle.server_headers)
             trajectory = [
                 ToolCallView.from_reply(r.tool, r.parameters, r.result, r.is_error, r.latency_ms)
@@ -102,9 +101,7 @@ async def run(args: argparse.Namespace) -> int:
             verdict = None
             for _ in range(args.n):
                 t0 = time.perf_counter()
-                with psycopg.connect(
-                    dsn, autocommit=True
-                ) as conn:  # what bench.replay.sandboxed.dump_state does
+                with psycopg.connect(dsn, autocommit=True) as conn:  # what judge.canonical.dump_dsn does
                     t1 = time.perf_counter()
                     terminal = dump_canonical(conn, tables)
                 t2 = time.perf_counter()

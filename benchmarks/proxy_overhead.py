@@ -47,8 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.dataset import default_root, load_benchmark  # noqa: E402
+from bench.prepare import initial_state, sandbox_request  # noqa: E402
 from bench.run.attempt import task_tool_policy  # noqa: E402
-from bench.run.request import initial_state, sandbox_request  # noqa: E402
 from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client, upstream_client  # noqa: E402
 from sandbox.proxy.admin import AdminClient  # noqa: E402
 from sandbox.sandbox import Sandbox  # noqa: E402

@@ -44,7 +44,7 @@ from typing import Any
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 from bench.dataset import default_root, load_benchmark
-from bench.run.request import sandbox_request
+from bench.prepare import sandbox_request
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError

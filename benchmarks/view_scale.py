@@ -44,7 +44,8 @@ from typing import Any
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.run.results import ResultRow, RoleUsage
 from judge.canonical import canonical_bytes
-from judge.records import AttemptRecord, Difference, Effects, RowEffect, TableEffects, Verdict, write_attempt
+from judge.record_files import write_attempt
+from judge.records import AttemptRecord, Difference, Effects, RowEffect, TableEffects, Verdict
 from servers.registry import load_domain
 
 DOMAINS = ("retail", "auto_insurance", "consulting", "travel", "neobank")

@@ -26,6 +26,12 @@ if TYPE_CHECKING:
         golden_differences,
         table_differences,
     )
+    from judge.record_files import (
+        atomic_write,
+        read_attempt,
+        write_attempt,
+        write_state,
+    )
     from judge.records import (
         AttemptRecord,
         Difference,
@@ -36,10 +42,6 @@ if TYPE_CHECKING:
         TableEffects,
         ToolCallView,
         Verdict,
-        atomic_write,
-        read_attempt,
-        write_attempt,
-        write_state,
     )
     from judge.rubric import (
         JudgeReplyError,
@@ -75,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "TableEffects": "judge.records",
     "ToolCallView": "judge.records",
     "Verdict": "judge.records",
-    "atomic_write": "judge.records",
+    "atomic_write": "judge.record_files",
     "canonical_bytes": "judge.canonical",
     "canonical_state": "judge.canonical",
     "compute_effects": "judge.effects",
@@ -84,13 +86,13 @@ _EXPORTS: dict[str, str] = {
     "failure_signature": "judge.signature",
     "golden_differences": "judge.effects",
     "parse_judge_reply": "judge.rubric",
-    "read_attempt": "judge.records",
+    "read_attempt": "judge.record_files",
     "stable_rows": "judge.canonical",
     "state_hash": "judge.canonical",
     "table_differences": "judge.effects",
     "unrecovered_errors": "judge.signature",
-    "write_attempt": "judge.records",
-    "write_state": "judge.records",
+    "write_attempt": "judge.record_files",
+    "write_state": "judge.record_files",
 }
 
 __all__ = sorted(_EXPORTS)

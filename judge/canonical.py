@@ -19,6 +19,7 @@ from psycopg import sql
 from servers.engine.rows import to_state_row
 from servers.engine.schema import TableSpec
 from servers.engine.store import Store
+from servers.registry import load_domain
 
 State = dict[str, list[dict[str, Any]]]
 
@@ -72,3 +73,10 @@ def raw_state(conn: psycopg.Connection[Any], tables: Iterable[TableSpec]) -> dic
 def dump_canonical(conn: psycopg.Connection[Any], tables: Iterable[TableSpec]) -> State:
     specs = list(tables)
     return canonical_state(specs, raw_state(conn, specs))
+
+
+def dump_dsn(dsn: str, domain_name: str) -> State:
+    """The canonical state of one domain's tables behind a connection string
+    (a sandbox's host-side superuser DSN: the attempt's and the golden replay's dumps)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dump_canonical(conn, load_domain(domain_name).tables)

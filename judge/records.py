@@ -7,7 +7,8 @@
 * `Verdict` - the judge's decision for one attempt.
 * `GoldenState` - a task's golden end state (computed by `bench.run.golden`).
 * `AttemptRecord` - the on-disk record of one attempt (RESULTS/attempts/*.json),
-  written by the runner and read by `tbx judge regrade`.
+  written by the runner and read by `tbx judge regrade` (the files:
+  `judge.record_files`).
 
 All states are canonical states (`judge.canonical.State`): unstable fields
 already dropped, primitive lists sorted, rows in canonical order.
@@ -15,11 +16,7 @@ already dropped, primitive lists sorted, rows in canonical order.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -237,56 +234,3 @@ class AttemptRecord(BaseModel):
     rubric_answers: list[RubricAnswer] | None = None
     system_error: str | None = None  # set when the attempt never produced a judgeable state
     verdict: Verdict | None = None
-
-    def load_initial(self, base: Path) -> State | None:
-        return (
-            self.initial_state
-            if self.initial_state is not None
-            else _load_state(base, self.initial_state_path)
-        )
-
-    def load_terminal(self, base: Path) -> State | None:
-        if self.terminal_state is not None:
-            return self.terminal_state
-        return _load_state(base, self.terminal_state_path)
-
-
-def _load_state(base: Path, path: str | None) -> State | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.is_absolute():
-        p = base / p
-    data = p.read_bytes()
-    if p.suffix == ".gz":
-        data = gzip.decompress(data)
-    state: State = json.loads(data)
-    return state
-
-
-def write_state(path: Path, state: State) -> None:
-    """Write a canonical state file (gzip when the name ends in .gz), atomically."""
-    data = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-    if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
-    atomic_write(path, data)
-
-
-def read_attempt(path: Path) -> AttemptRecord:
-    return AttemptRecord.model_validate_json(path.read_bytes())
-
-
-def write_attempt(path: Path, record: AttemptRecord) -> None:
-    atomic_write(path, record.model_dump_json(indent=1, exclude_none=False).encode())
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -4,7 +4,7 @@ The sandbox knows containers, not domains: it creates one empty schema per
 domain (usable by the tool role) and, when Typesense runs, knows where the
 search engine listens. What goes into them (tables, rows, documents) and
 whether a request can be prepared at all is the caller's business (bench's
-`bench.run.request.TaskPreparation`), through this interface.
+`bench.prepare.TaskPreparation`), through this interface.
 """
 
 from __future__ import annotations

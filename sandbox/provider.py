@@ -18,9 +18,13 @@ sample_cleanup / task_cleanup / cli_cleanup):
 
 `boot` (nothing task-specific: a pool runs it ahead of demand) and `prepare`
 (the request's `prepare`: seed rows, policy documents) are the two phases of `checkout`. The attempt
-unit (`bench.run.attempt`) talks only to this interface; the local Docker
-provider below is the first implementation, a remote one (Ray) goes behind
-the same methods.
+lifecycle (`bench.run.lifecycle`) talks only to this interface; the local Docker
+provider below is the first implementation. A session offers its connection
+and its containers as plain fields (servers, their headers, the interface they
+are reached through, containers, network); the session proxy's registration is
+built from them by its caller. Placement elsewhere (Ray) is not a provider: it
+sits behind `bench.run.executor.AttemptExecutor`, each node with a provider of
+its own.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from typing import Any, NamedTuple, Protocol
 
 from sandbox import runtime_volumes
 from sandbox.boots import BootGate
+from sandbox.errors import SandboxError
+from sandbox.host_firewall import bridge_name
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
-from sandbox.proxy.models import RegisterRequest, ToolPolicy
 from sandbox.reaper import Reaper
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import remove_stopped, sweep
@@ -63,9 +68,24 @@ class SandboxSession(Protocol):
         """A superuser connection string for `domain`'s schema (state dumps; never given to the agent)."""
         ...
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        """The session proxy's registration of this sandbox: its servers with their
-        upstream secret, and the containers the proxy watches."""
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        """Headers every request to `servers` must carry (the servers' upstream secret)."""
+        ...
+
+    @property
+    def interface(self) -> str | None:
+        """The host network device the servers are reached through (None: the default route)."""
+        ...
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        """role -> container id of the sandbox (empty when nothing runs in containers)."""
+        ...
+
+    @property
+    def network(self) -> str | None:
+        """The sandbox's private network (None: none of its own)."""
         ...
 
     async def close(self) -> None:
@@ -155,8 +175,21 @@ class _Counted:
     def admin_dsn(self, domain: str) -> str:
         return self._session.admin_dsn(domain)
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        return self._session.register_request(policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return self._session.server_headers
+
+    @property
+    def interface(self) -> str | None:
+        return self._session.interface
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        return self._session.containers
+
+    @property
+    def network(self) -> str | None:
+        return self._session.network
 
     async def close(self) -> None:
         if self._closed:
@@ -186,8 +219,21 @@ class DockerSession:
     def admin_dsn(self, domain: str) -> str:
         return self.sandbox.handle.pg.admin_dsn(domain)
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        return RegisterRequest.for_sandbox(self.sandbox.handle, policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return self.sandbox.handle.server_headers
+
+    @property
+    def interface(self) -> str | None:
+        return bridge_name(self.sandbox.handle.attempt_id)
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        return self.sandbox.handle.containers
+
+    @property
+    def network(self) -> str | None:
+        return self.sandbox.handle.network
 
     async def close(self) -> None:
         await self.sandbox.__aexit__(None, None, None)
@@ -217,10 +263,21 @@ class DockerProvider(SandboxProvider):
     """Container sets on the local Docker daemon (`sandbox.sandbox`), cold or
     from a warm pool per domain (`sandbox.pool`, `warm` > 0)."""
 
-    def __init__(self, *, warm: int = 0, stale_after: float = ORPHAN_TTL):
+    def __init__(
+        self,
+        *,
+        warm: int = 0,
+        stale_after: float = ORPHAN_TTL,
+        start_timeout: float | None = None,
+        checkout_timeout: float | None = None,
+    ):
         super().__init__()
         self.warm_size = warm
         self.stale_after = stale_after
+        # A pooled boot's start timeout (None: the pool's default), and how long a
+        # warm checkout may wait for its sandbox (None: as long as it takes).
+        self.start_timeout = start_timeout
+        self.checkout_timeout = checkout_timeout
         self.run_id: str | None = None
         self.pools: dict[str, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
@@ -282,15 +339,22 @@ class DockerProvider(SandboxProvider):
             return await super().checkout(request)
         self.alive += 1
         try:
-            pool = await self._pool(request)
-            sandbox = await pool.acquire(request.prepare)
+            pool = await self.warm_up(request)
+            try:
+                sandbox = await asyncio.wait_for(pool.acquire(request.prepare), self.checkout_timeout)
+            except TimeoutError:
+                raise SandboxError(
+                    f"no {','.join(request.domains)} sandbox within {self.checkout_timeout:g} s "
+                    "(is Docker overloaded?)"
+                ) from None
         except BaseException:
             self.alive -= 1
             raise
         sandbox.reaper = self.reaper
         return _Counted(DockerSession(sandbox), self)
 
-    async def _pool(self, request: SandboxRequest) -> SandboxPool:
+    async def warm_up(self, request: SandboxRequest) -> SandboxPool:
+        """The warm pool of `request`'s domains, started (booting its spares) if it was not."""
         key = ",".join(request.domains)
         pool = self.pools.get(key)
         if pool is None:
@@ -304,6 +368,7 @@ class DockerProvider(SandboxProvider):
                 budget=self.budgets.get(key),
                 fail_fast=False,
                 boots=self.boots,
+                **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
             )
             self.pools[key] = pool
             if key in self.upcoming:

@@ -33,8 +33,9 @@ def register(sub: Any) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     from bench.report.compare import compare_runs, load_runs
-    from bench.report.compare_render import add_view_links, comparison_json, print_terminal, write_comparison
+    from bench.report.compare_render import comparison_json, print_terminal, write_comparison
     from bench.run.results import ResultsError
+    from bench.view.compare_links import add_view_links
 
     if len(args.dirs) < 2:
         print("tbx compare: give at least two run directories", file=sys.stderr)

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
 from bench.web_guard import add_guard_arguments
 
 
@@ -44,10 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--idle-timeout", type=float, default=300.0, help="seconds without a step before teardown"
     )
-    serve.add_argument("--wall-clock", type=float, default=900.0, help="seconds per episode")
-    serve.add_argument("--call-timeout", type=float, default=60.0, help="seconds per tool call")
+    serve.add_argument("--wall-clock", type=float, default=WALL_CLOCK, help="seconds per episode")
+    serve.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT, help="seconds per tool call")
     serve.add_argument(
-        "--start-timeout", type=float, default=120.0, help="seconds for a sandbox to boot (default 120)"
+        "--start-timeout",
+        type=float,
+        default=START_TIMEOUT,
+        help="seconds for a sandbox to boot (default %(default)g)",
     )
     serve.add_argument("--runtime", help="container runtime, e.g. runsc")
     serve.add_argument(
@@ -70,7 +74,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.env.host import EnvHost, EnvOptions
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
-    from bench.run.coordinator import default_concurrency
+    from bench.run.sizing import default_concurrency
     from bench.web_guard import policy_from_args
 
     try:

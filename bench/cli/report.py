@@ -24,14 +24,10 @@ def register(sub: Any) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, Price, load_models_config
-    from bench.report.markdown import (
-        build_report,
-        frontier_text,
-        markdown_table,
-        report_json,
-        summary_rows,
-        write_report,
-    )
+    from bench.report.build import build_report, report_json
+    from bench.report.markdown import markdown_table
+    from bench.report.tables import frontier_text, summary_rows
+    from bench.report.write import write_report
     from bench.run.results import ResultsError
 
     if getattr(args, "k", None) is not None and args.k < 1:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, POLICY_SEARCHES, WALL_CLOCK
 from bench.run.causes import causes_text
 from bench.run.errors import RunError
 
@@ -45,11 +46,11 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--daemon-wait",
         type=float,
-        default=120.0,
+        default=DAEMON_WAIT,
         help="seconds the run holds new tries while the Docker daemon does not answer, "
-        "then stops (resumable: re-run the same command); default 120",
+        "then stops (resumable: re-run the same command); default %(default)g",
     )
-    run.add_argument("--wall-clock", type=float, default=900.0, help="seconds per attempt")
+    run.add_argument("--wall-clock", type=float, default=WALL_CLOCK, help="seconds per attempt")
     run.add_argument("--runtime", help="container runtime, e.g. runsc")
     run.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
     run.add_argument("--name", help="run name shown in reports")
@@ -75,8 +76,8 @@ def register(sub: Any) -> None:
     )
     run.add_argument(
         "--policy-search",
-        choices=["hybrid", "keyword"],
-        default="hybrid",
+        choices=POLICY_SEARCHES,
+        default=POLICY_SEARCH,
         help="policy-search tool: vector + keyword hybrid (default, as the benchmark specifies) "
         "or the keyword-only fallback; recorded in the manifest",
     )
@@ -136,10 +137,11 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.cli.progress import RunProgress
     from bench.cli.signals import run_async, stop_signals_as_interrupt
     from bench.dataset import default_root, load_benchmark
+    from bench.harness_names import HarnessError, parse_harness
     from bench.llm.config import load_models_config
-    from bench.rollout.harness.names import HarnessError, parse_harness
-    from bench.run.coordinator import Coordinator, RunOptions, check_memory, default_concurrency
+    from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
+    from bench.run.sizing import check_memory, default_concurrency
 
     dataset = Path(args.dataset) if args.dataset else default_root()
     bench = load_benchmark(dataset, release=args.release, strict=False)

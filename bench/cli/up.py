@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help`
 
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:
-    from bench.run.request import seeded_request
+    from bench.prepare import seeded_request
     from servers.engine.seeding import DataPatchError, initial_rows
     from servers.registry import domain_names, load_domain
 
@@ -54,8 +54,8 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
 
 def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
     from bench.dataset import default_root, load_benchmark
+    from bench.prepare import sandbox_request
     from bench.run.attempt import task_tool_policy
-    from bench.run.request import sandbox_request
 
     bench = load_benchmark(Path(dataset) if dataset else default_root(), strict=False)
     matches = [t for t in bench.tasks if t.id == task_id or t.uid == task_id]

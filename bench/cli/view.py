@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def view_command(args: argparse.Namespace) -> int:
-    from bench.report.markdown import build_report, write_report
+    from bench.report.build import build_report
+    from bench.report.write import write_report
     from bench.run.results import ResultsError
     from bench.view.site import SiteError, build_site
     from bench.web_guard import policy_from_args

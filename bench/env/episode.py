@@ -10,9 +10,13 @@
               teardown, verdict against the golden end state (in this process),
               a result row; the terminal observation carries pass/fail
 
-Everything an episode holds (sandbox, registration, MCP session) is entered
-and left by one task (`_live`), whichever requests (WebSocket messages or
-HTTP calls, each in its own task) drive it; they reach it through a queue.
+The attempt is opened and closed by `bench.run.lifecycle.open_attempt`, the
+one lifecycle `tbx run` uses too (checkout, initial dump, registration; the
+gone check, terminal dump, teardown); the conversation state is
+`bench.rollout.conversation.Conversation`. Everything an episode holds
+(attempt, MCP session) is entered and left by one task (`_live`), whichever
+requests (WebSocket messages or HTTP calls, each in its own task) drive it;
+they reach it through a queue.
 The sandbox is torn down when the episode ends, when its client goes away
 (`close`) or after `idle_timeout` seconds without a step. Infrastructure
 failures (sandbox, proxy upstream, user model, judge, golden replay) end it
@@ -29,8 +33,6 @@ import json
 import time
 from typing import Any
 
-import docker.errors
-
 from bench.dataset import Task
 from bench.env.host import AGENT_NAME, EnvHost
 from bench.env.protocol import (
@@ -45,32 +47,28 @@ from bench.env.protocol import (
     ToolErrorKind,
     ToolResult,
 )
-from bench.env.recording import NO_JUDGE, verdict_metadata
+from bench.env.recording import verdict_metadata
 from bench.llm.client import UsageLedger
-from bench.replay.sandboxed import dump_state
-from bench.rollout.agent_loop import (
+from bench.rollout.conversation import (
     DEFAULT_MAX_AGENT_TURNS,
     DEFAULT_MAX_USER_TURNS,
+    Conversation,
     LoopSpec,
     McpEndpointError,
-    _default_prompt,
-    _Run,
-    _single,
-    agent_prompt,
-    apply_overrides,
-    bot_instructions,
     is_done,
-    mcp_tool_to_openai,
+    single_exception,
 )
+from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt, prompt_setup
+from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
-from bench.run.attempt import AttemptOutcome, _views, task_tool_policy, usage_of
+from bench.run.attempt import AttemptOutcome, attempt_spec, usage_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
+from bench.run.lifecycle import LiveAttempt, open_attempt
 from bench.run.recording import error_message, write_graded, write_system_error
-from bench.run.request import task_preparation
 from judge.records import AttemptRecord
-from sandbox import ProxyCall, RegisterRequest, Registration, list_all_tools, proxy_client
+from sandbox import ProxyCall, SandboxGoneError, list_all_tools, proxy_client
 from sandbox.labels import new_id
 
 
@@ -81,8 +79,9 @@ class _Close:
         self.reason = reason
 
 
-class SandboxLost(RuntimeError):
-    """The attempt's tool server stopped answering (its container died): a system error."""
+class SandboxLost(SandboxGoneError):
+    """The attempt's tool server stopped answering (its container died): a system error.
+    (The episode's name for a lost sandbox, as its observations and records have said.)"""
 
 
 class Abandoned(RuntimeError):
@@ -115,8 +114,8 @@ class Episode:
         self._inbox: asyncio.Queue[tuple[Any, asyncio.Future[Observation]]] = asyncio.Queue()
         self._actor: asyncio.Task[None] | None = None
         self._pending: asyncio.Future[Observation] | None = None
-        self._run: _Run | None = None
-        self._reg: Registration | None = None
+        self._run: Conversation | None = None
+        self._live_attempt: LiveAttempt | None = None
         self._user_index = 0
         self._deadline = 0.0
         self.containers: dict[str, str] = {}
@@ -189,41 +188,42 @@ class Episode:
         timings: dict[str, float] = {}
         golden_task = asyncio.create_task(host.golden.get(task))
         try:
-            t = time.monotonic()
-            prepare = await asyncio.to_thread(task_preparation, host.bench, task)
-            sb = await host.sandbox(task, prepare)
-            async with sb:
-                self.containers = dict(sb.handle.containers)
-                timings["sandbox_start"] = time.monotonic() - t
-                t = time.monotonic()
-                initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
-                timings["initial_dump"] = time.monotonic() - t
-                policy = task_tool_policy(host.bench, task)
-                # An empty allow-list means every tool, as the coordinator registers it.
-                policy = policy.model_copy(update={"allowed_tools": policy.allowed_tools or None})
-                assert host.proxy is not None
-                reg = await host.proxy.aregister(RegisterRequest.for_sandbox(sb.handle, policy))
-                self._reg = reg
-                t = time.monotonic()
-                try:
+            spec = await asyncio.to_thread(
+                attempt_spec,
+                host.bench,
+                task,
+                self.repeat,
+                run_id=host.run_id,
+                attempt_id=self.attempt_id,
+                agent=AGENT_NAME,
+                images=host.images,
+                wall_clock=host.opts.wall_clock,
+                limits=host.limits,
+            )
+            outcome = AttemptOutcome.of(spec)
+            timings = outcome.timings
+            assert host.provider is not None and host.proxy is not None
+            try:
+                async with open_attempt(spec, host.provider, host.proxy, outcome=outcome) as live:
+                    self._live_attempt = live
+                    self.containers = dict(live.session.containers)
                     try:
-                        async with proxy_client(reg) as client:
+                        async with proxy_client(live.registration) as client:
                             finish = await self._converse(client)
                     except BaseExceptionGroup as group:
-                        raise _single(group) from group
-                finally:
-                    gone = host.proxy.gone(reg.token)
-                    calls = _views(await host.proxy.aunregister(reg.token))
-                    if gone is not None:  # whatever the conversation saw, this is the cause
-                        raise SandboxLost(f"episode {self.id}: {gone}")
-                timings["agent"] = time.monotonic() - t
-                t = time.monotonic()
-                terminal = await asyncio.to_thread(dump_state, sb.handle, task.domain)
-                timings["final_dump"] = time.monotonic() - t
-                t = time.monotonic()
-            timings["teardown"] = time.monotonic() - t
-            assert self._run is not None
+                        raise single_exception(group) from group
+            except SandboxGoneError as exc:
+                # The lifecycle's word for a lost sandbox; the episode's records say SandboxLost.
+                if isinstance(exc, SandboxLost):
+                    raise
+                raise SandboxLost(
+                    str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1)
+                ) from exc
+            calls = outcome.calls
+            assert self._run is not None and outcome.terminal_state is not None
             traj = self._run.trajectory()
+            outcome.trajectory = traj
+            outcome.usage = usage_of(traj)
             t = time.monotonic()
             golden = await golden_task
             timings["golden_wait"] = time.monotonic() - t
@@ -232,28 +232,14 @@ class Episode:
                 host.bench,
                 task,
                 golden,
-                terminal,
+                outcome.terminal_state,
                 calls,
-                initial=initial,
+                initial=outcome.initial_state,
                 final_message=traj.final_message,
                 judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
-                no_judge=NO_JUDGE,
             )
             timings["judge"] = time.monotonic() - t
-            outcome = AttemptOutcome(
-                run_id=host.run_id,
-                attempt_id=self.attempt_id,
-                task_id=task.id,
-                domain=task.domain,
-                repeat=self.repeat,
-                calls=calls,
-                trajectory=traj,
-                initial_state=initial,
-                terminal_state=terminal,
-                usage=usage_of(traj),
-                timings=timings,
-            )
             write_graded(host.output, task, record, outcome, graded, timings)
             verdict = graded.verdict
             self.reward = 1.0 if verdict.passed else 0.0
@@ -303,22 +289,17 @@ class Episode:
         """The reset observation, then steps from the inbox until the conversation ends."""
         host, task = self.host, self.task
         bench = host.bench
-        prompt = agent_prompt(bench, _default_prompt(bench))
-        systems = [(f"agent:{prompt.name}", prompt.system_instructions)]
+        prompt = agent_prompt(bench, default_prompt(bench))
         bot = bot_instructions(bench, task)
-        if bot:
-            systems.append(
-                (f"scenario:{task.scenario}" if not task.bot_instructions else "bot_instructions", bot)
-            )
+        # The remote agent answers its built-in tools itself: only their end-turn names matter here.
+        setup = prompt_setup(bench, task, prompt)
         scenario = bench.scenario_of(task)
-        end_turn = {t.name for t in scenario.tools if t.is_end_turn}
-        end_turn |= {bt["name"] for bt in prompt.builtin_tools if bt.get("is_end_turn")}
         spec = LoopSpec(
             task_id=task.id,
             agent=AGENT_NAME,
             query=task.query,
-            system_prompts=systems,
-            end_turn_tools=end_turn,
+            system_prompts=setup.system_prompts,
+            end_turn_tools=setup.end_turn_tools,
             scenario_tools=scenario.tools,
             max_agent_turns=_first(task.max_agent_sim_turns, DEFAULT_MAX_AGENT_TURNS),
             max_user_turns=_first(task.max_user_sim_turns, DEFAULT_MAX_USER_TURNS),
@@ -330,7 +311,7 @@ class Episode:
         ledger = UsageLedger()
         assert host.user_client is not None
         user = LLMUser(host.user_client, task.user_context, attempt_seed=self.repeat, ledger=ledger)
-        run = _Run(spec, None, user, ledger)  # type: ignore[arg-type]  # the agent is remote
+        run = Conversation(spec, None, user, ledger)  # the agent is remote
         self._run = run
         t = time.perf_counter()
         listed = await list_all_tools(client)
@@ -372,7 +353,9 @@ class Episode:
             raise Abandoned(action.reason)
         return action, fut
 
-    async def _step(self, client: Any, run: _Run, tools: list[dict[str, Any]], action: Any) -> Observation:
+    async def _step(
+        self, client: Any, run: Conversation, tools: list[dict[str, Any]], action: Any
+    ) -> Observation:
         if isinstance(action, ListToolsAction):
             return self._observation("tools", tools=tools)
         if time.monotonic() > self._deadline:
@@ -395,7 +378,7 @@ class Episode:
         assert isinstance(action, SubmitMessageAction)
         return await self._submit(client, run, action)
 
-    async def _submit(self, client: Any, run: _Run, action: SubmitMessageAction) -> Observation:
+    async def _submit(self, client: Any, run: Conversation, action: SubmitMessageAction) -> Observation:
         if not action.content.strip() and not action.terminal_tool_calls:
             self.steps -= 1
             return self._observation("error", error="submit_message needs content or terminal_tool_calls")
@@ -434,7 +417,7 @@ class Episode:
         return self._observation("user", user_message=turn.text, **extra)
 
     async def _call_batch(
-        self, client: Any, run: _Run, calls: list[ToolCallSpec], content: str | None = None
+        self, client: Any, run: Conversation, calls: list[ToolCallSpec], content: str | None = None
     ) -> list[ToolResult]:
         """Run calls in order through the proxy, recording them as the agent loop does."""
         if not calls:
@@ -459,13 +442,14 @@ class Episode:
             )
         return results
 
-    async def _call(self, client: Any, run: _Run, call_id: str, name: str, raw: str) -> ToolResult:
-        assert self._reg is not None and self.host.proxy is not None
-        seen = len(self.host.proxy.calls(self._reg.token))
+    async def _call(self, client: Any, run: Conversation, call_id: str, name: str, raw: str) -> ToolResult:
+        live = self._live_attempt
+        assert live is not None
+        seen = len(live.calls())
         rec = await run.call_tool(client, call_id, name, raw)
-        new: list[ProxyCall] = self.host.proxy.calls(self._reg.token)[seen:]
+        new: list[ProxyCall] = live.calls()[seen:]
         outcomes = {c.outcome for c in new}
-        gone = self.host.proxy.gone(self._reg.token)
+        gone = live.gone()
         if gone is not None:  # the proxy saw the sandbox's containers or network vanish
             raise SandboxLost(f"tool call {name}: {gone}")
         if "upstream_error" in outcomes:
@@ -475,26 +459,14 @@ class Episode:
         if "timeout" in outcomes or (rec.via_mcp and not new):
             # A slow tool is the agent's to see; a dead container is not (a killed
             # container's open connections time out instead of failing).
-            dead = await asyncio.to_thread(self._dead_containers)
-            if dead:
-                raise SandboxLost(f"tool call {name} timed out; sandbox containers gone: {', '.join(dead)}")
+            lost = await live.lost_container()
+            if lost is not None:
+                raise SandboxLost(f"tool call {name} timed out; sandbox gone: {lost}")
         return ToolResult(
             call_id=call_id, name=name, tool_result=rec.result, tool_error=_tool_error(rec, new)
         )
 
     # ---- helpers --------------------------------------------------------------------
-    def _dead_containers(self) -> list[str]:
-        from sandbox.docker_client import docker_client
-
-        dead = []
-        for role, cid in self.containers.items():
-            try:
-                if docker_client().containers.get(cid).status != "running":
-                    dead.append(role)
-            except docker.errors.NotFound:
-                dead.append(role)
-        return dead
-
     def _observation(self, kind: str, **fields: Any) -> Observation:
         return Observation(
             kind=kind,  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """What every episode of one `tbx env serve` shares.
 
-The dataset and models config (checked once), the task selection, one warm
-pool per served domain, the in-process session proxy, the simulated user's
+The dataset and models config (checked once), the task selection, the
+sandbox provider (a `DockerProvider` with a warm pool per served domain, the
+one `tbx run` uses), the in-process session proxy, the simulated user's
 model client, the golden store, the rubric judge and the run output, which
 the episodes use exactly as `tbx run`'s coordinator does (bench.run.grading,
 bench.run.recording), so the golden end states and rubrics stay in this
@@ -21,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
 from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
@@ -28,13 +30,12 @@ from bench.llm.judge import LazyRubricJudge
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from bench.run.request import TaskPreparation
-from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
+from sandbox import ProxyServer
 from sandbox.errors import SandboxError
 from sandbox.labels import new_id
 from sandbox.pool import SandboxPool
-from sandbox.provider import image_digests
-from sandbox.sandbox import AsyncSandbox, resolve_images
+from sandbox.provider import DockerProvider, image_digests
+from sandbox.sandbox import SandboxRequest
 from sandbox.services import Limits
 from sandbox.sweeper import sweep
 
@@ -49,9 +50,9 @@ class EnvOptions(BaseModel):
     max_episodes: int = Field(default=4, ge=1)
     warm: int = Field(default=1, ge=1)  # booted sandboxes kept ready per served domain
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
-    wall_clock: float = Field(default=900.0, gt=0)  # per episode, as `tbx run --wall-clock`
-    call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0)
-    start_timeout: float = Field(default=120.0, gt=0)  # a sandbox boot, and a reset waiting for one
+    wall_clock: float = Field(default=WALL_CLOCK, gt=0)  # per episode, as `tbx run --wall-clock`
+    call_timeout: float = Field(default=CALL_TIMEOUT, gt=0)
+    start_timeout: float = Field(default=START_TIMEOUT, gt=0)  # a sandbox boot, and a reset waiting for one
     runtime: str | None = None
     golden_cache: Path | None = None
     skip_rubrics: bool = False
@@ -70,9 +71,10 @@ class EnvHost:
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
         self.judge = LazyRubricJudge(config.judge) if config.judge is not None else None
-        self.images: dict[str, str] = {}
+        self.limits = Limits(runtime=opts.runtime)
         self.manifest: dict[str, Any] | None = None
-        self.pools: dict[str, SandboxPool] = {}
+        # Checkouts from the warm pools; a reset waits at most twice a boot's start timeout.
+        self.provider: DockerProvider | None = None
         self.proxy: ProxyServer | None = None
         self.user_client: LLMClient | None = None
         self.bring_up_error: str | None = "starting"
@@ -103,6 +105,15 @@ class EnvHost:
                 problems.append(f"{role}: {exc}")
         return problems
 
+    @property
+    def images(self) -> dict[str, str]:
+        return dict(self.provider.images) if self.provider is not None else {}
+
+    @property
+    def pools(self) -> dict[str, SandboxPool]:
+        """Served domain -> its warm pool, once started (readiness)."""
+        return dict(self.provider.pools) if self.provider is not None else {}
+
     # ---- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
         self.output.lock()
@@ -116,25 +127,20 @@ class EnvHost:
         """Images -> manifest -> warm pools, retried until Docker and the images are there."""
         while True:
             try:
-                images = await asyncio.to_thread(resolve_images, True)
-                self.images = images
+                if self.provider is None or not self.provider.images:
+                    provider = DockerProvider(
+                        warm=self.opts.warm,
+                        start_timeout=self.opts.start_timeout,
+                        checkout_timeout=2 * self.opts.start_timeout,
+                    )
+                    await provider.start(self.run_id)  # stale leftovers swept, images resolved
+                    self.provider = provider
                 if self.manifest is None:
-                    await asyncio.to_thread(sweep, None, 6 * 3600.0, True)
-                    self.manifest = await asyncio.to_thread(self._write_manifest, images)
+                    self.manifest = await asyncio.to_thread(self._write_manifest, self.provider.images)
                 for domain in self.domains:
-                    if domain not in self.pools:
-                        pool = SandboxPool(
-                            [domain],
-                            size=self.opts.warm,
-                            typesense=True,
-                            limits=Limits(runtime=self.opts.runtime),
-                            run_id=self.run_id,
-                            images=images,
-                            start_timeout=self.opts.start_timeout,
-                            fail_fast=False,
-                        )
-                        await pool.__aenter__()
-                        self.pools[domain] = pool
+                    await self.provider.warm_up(
+                        SandboxRequest(domains=[domain], limits=self.limits, run_id=self.run_id)
+                    )
                 self.bring_up_error = None
                 return
             except BundleChanged as exc:
@@ -170,16 +176,19 @@ class EnvHost:
             self._bring_up.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._bring_up
-        for pool in self.pools.values():
-            await pool.close()
-        if self.proxy is not None:
-            self.proxy.close()
-        if self.user_client is not None:
-            await self.user_client.aclose()
-        if self.judge is not None:
-            await self.judge.aclose()
-        self.output.unlock()
-        await asyncio.to_thread(sweep, self.run_id)
+        try:
+            if self.provider is not None:
+                await self.provider.close()
+        finally:
+            if self.proxy is not None:
+                self.proxy.close()
+            if self.user_client is not None:
+                await self.user_client.aclose()
+            if self.judge is not None:
+                await self.judge.aclose()
+            self.output.unlock()
+            # also what golden replays of this run left
+            await asyncio.to_thread(sweep, self.run_id)
 
     # ---- episodes --------------------------------------------------------------
     def task(self, test_uid: str) -> Task:
@@ -221,13 +230,3 @@ class EnvHost:
                 active_sessions=len(self.episodes),
                 max_sessions=self.opts.max_episodes,
             )
-
-    async def sandbox(self, task: Task, prepare: TaskPreparation) -> AsyncSandbox:
-        """A warm sandbox of the task's domain, prepared for it."""
-        acquire = self.pools[task.domain].acquire(prepare)
-        try:
-            return await asyncio.wait_for(acquire, 2 * self.opts.start_timeout)
-        except TimeoutError:
-            raise SandboxError(
-                f"no {task.domain} sandbox within {2 * self.opts.start_timeout:g} s (is Docker overloaded?)"
-            ) from None

@@ -20,7 +20,6 @@ ends the episode with `reward_type: system_error` and no reward.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -135,22 +134,6 @@ def parse_action(data: Any) -> ListToolsAction | CallToolAction | SubmitMessageA
             f"{'.'.join(str(p) for p in e['loc'][1:]) or '(action)'}: {e['msg']}" for e in exc.errors()
         )
         raise EnvError(ErrorCode.VALIDATION_ERROR, f"invalid {kind} action: {problems}", status=422) from None
-
-
-def tool_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(arguments, None), or (None, why they cannot be sent): an object, its JSON text, or nothing."""
-    if raw is None:
-        return {}, None
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}, None
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            return None, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-    if not isinstance(raw, dict):
-        return None, f"tool arguments must be a JSON object, got {type(raw).__name__}"
-    return raw, None
 
 
 # ---- reset --------------------------------------------------------------------

@@ -17,8 +17,6 @@ from typing import Any
 
 from judge.records import Verdict
 
-NO_JUDGE = "task has rubrics but the config names no judge role (add one, or serve with --skip-rubrics)"
-
 
 def verdict_metadata(verdict: Verdict) -> dict[str, Any]:
     return {

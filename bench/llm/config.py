@@ -129,7 +129,7 @@ class ModelsConfig(BaseModel):
     @field_validator("harness", mode="before")
     @classmethod
     def _harness_names(cls, value: Any) -> tuple[str, ...]:
-        from bench.rollout.harness.names import parse_harness
+        from bench.harness_names import parse_harness
 
         return parse_harness(value)
 

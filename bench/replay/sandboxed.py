@@ -12,17 +12,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import CallRecord, replay_calls
-from bench.run.request import sandbox_request
-from judge.canonical import State, dump_canonical
+from judge.canonical import State, dump_dsn
 from sandbox.pool import SandboxPool
-from sandbox.sandbox import AsyncSandbox, AttemptHandle
+from sandbox.sandbox import AsyncSandbox
 from sandbox.services import Limits
-from servers.registry import load_domain
 
 
 class ReplayOutcome(BaseModel):
@@ -31,17 +29,6 @@ class ReplayOutcome(BaseModel):
     final_state: State
     calls: list[CallRecord]
     timings: dict[str, float] = Field(default_factory=dict)
-
-
-def dump_state(handle: AttemptHandle, domain_name: str) -> State:
-    """The canonical state of one domain in a running sandbox (host side, superuser)."""
-    return dump_dsn(handle.pg.admin_dsn(domain_name), domain_name)
-
-
-def dump_dsn(dsn: str, domain_name: str) -> State:
-    """The canonical state of one domain's tables behind a connection string."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return dump_canonical(conn, load_domain(domain_name).tables)
 
 
 async def replay_task(
@@ -71,11 +58,12 @@ async def replay_task(
     sandbox = AsyncSandbox(request) if pool is None else await pool.acquire(request.prepare)
     async with sandbox as sb:
         t_ready = time.monotonic()
-        initial = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+        admin_dsn = sb.handle.pg.admin_dsn(task.domain)
+        initial = await asyncio.to_thread(dump_dsn, admin_dsn, task.domain)
         t_seeded = time.monotonic()
         records = await replay_calls(sb.handle.servers[task.domain], calls, sb.handle.server_headers)
         t_replayed = time.monotonic()
-        final = await asyncio.to_thread(dump_state, sb.handle, task.domain)
+        final = await asyncio.to_thread(dump_dsn, admin_dsn, task.domain)
         t_dumped = time.monotonic()
     t_done = time.monotonic()
     return ReplayOutcome(

@@ -371,7 +371,7 @@ def compare_runs(
 def load_runs(dirs: Sequence[str | Path]) -> list[tuple[RunInfo, RunDir]]:
     """Read the run directories (bench.run.results); labels and K as `tbx
     report` makes them (run_name or directory name, duplicates numbered)."""
-    from bench.report.markdown import unique_labels
+    from bench.report.build import unique_labels
 
     loaded = [load_run(d) for d in dirs]
     metrics = [metrics_for_run(r) for r in loaded]

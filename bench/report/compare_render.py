@@ -3,15 +3,13 @@ self-contained compare.html (inline CSS and SVG, no scripts, nothing fetched)
 with a per-task scatter of A's pass rate against B's per pair, and
 compare.json (`bench.report.compare.Comparison`).
 
-View links: a flipped task links to its `tbx view` task page where a site
-holds one: the compare output's own `view/` (`tbx view A B --out DIR`, both
-runs side by side) and each run's `RUN/view/`.
+View links (`PairComparison.links`, filled by `bench.view.compare_links`): a
+flipped task links to its `tbx view` task page where a site holds one.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Sequence
 from html import escape
@@ -20,10 +18,8 @@ from typing import Any
 
 from bench.report.compare import Comparison, Flips, NoiseFloor, PairComparison, PairStats, RunInfo
 from bench.report.html import CSS, _svg, _t, _text
-from bench.report.markdown import DASH, markdown_table, md_text
-from bench.run.results import RunDir
-from bench.view.site import SITE_MARKER
-from bench.view.summary import task_href
+from bench.report.markdown import markdown_table, md_text
+from bench.report.tables import DASH
 
 FLIP_KINDS = (
     ("reliable_only_in_a", "reliable (k/k) only in {a}"),
@@ -34,37 +30,6 @@ FLIP_KINDS = (
 FLIPPED_COLOR = "#e15759"
 POINT_COLOR = "#4e79a7"
 MAX_TITLE_IDS = 12  # task ids named in one scatter point's tooltip
-
-
-# -- view links --------------------------------------------------------------
-
-
-def _views(base: Path, runs: Sequence[tuple[RunInfo, RunDir]]) -> list[tuple[str, Path]]:
-    found = [("view", base / "view"), *((info.label, Path(run.path) / "view") for info, run in runs)]
-    seen: set[Path] = set()
-    out = []
-    for name, site in found:
-        key = site.resolve()
-        if key not in seen and (site / SITE_MARKER).is_file():
-            seen.add(key)
-            out.append((name, site))
-    return out
-
-
-def add_view_links(comparison: Comparison, runs: Sequence[tuple[RunInfo, RunDir]], base: Path) -> None:
-    """Each flipped task of each pair -> {site name: href relative to `base`} for every
-    `tbx view` site that has its task page."""
-    views = _views(base, runs)
-    for pair in comparison.pairs:
-        pair.links = {}
-        for task in sorted(pair.flips.tasks()):
-            hrefs = {
-                name: os.path.relpath(site / task_href(task), base)
-                for name, site in views
-                if (site / task_href(task)).is_file()
-            }
-            if hrefs:
-                pair.links[task] = hrefs
 
 
 # -- formatting --------------------------------------------------------------

@@ -15,9 +15,10 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from bench.report.markdown import (
+from bench.report.build import Report
+from bench.report.metrics import RunMetrics
+from bench.report.tables import (
     DASH,
-    Report,
     agent_text,
     domain_rows,
     flag_lines,
@@ -28,7 +29,6 @@ from bench.report.markdown import (
     signature_rows,
     summary_rows,
 )
-from bench.report.metrics import RunMetrics
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac")
 SIGNATURE_COLORS = {

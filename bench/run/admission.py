@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
+from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from bench.run.request import sandbox_request
 from sandbox.admission import (
     Admission,
     AdmissionError,

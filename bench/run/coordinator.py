@@ -20,24 +20,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
+from bench.prepare import task_preparation
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.causes import cause_of
 from bench.run.daemon import DaemonGate, DaemonGone
-from bench.run.errors import BundleChanged, NotEnoughMemory, OutputUnwritable, RubricsNeedJudge
+from bench.run.errors import BundleChanged, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
@@ -51,16 +52,13 @@ from sandbox.provider import Upcoming
 
 log = logging.getLogger(__name__)
 
-MEMORY_PER_ATTEMPT_GIB = 1.5  # postgres + typesense + server limits, with headroom
-NO_JUDGE = "task has rubrics but the config names no judge model (--config with a judge role)"
-
 
 class RunOptions(BaseModel):
     out: Path
     agent: str = "oracle"
     repeat: int = Field(default=20, ge=1)
     concurrency: int = Field(default=2, ge=1)
-    wall_clock: float = 900.0
+    wall_clock: float = WALL_CLOCK
     runtime: str | None = None
     retry_errors: bool = False
     golden_cache: Path | None = None
@@ -74,53 +72,14 @@ class RunOptions(BaseModel):
     # over (instead of refusing).
     restart_on_change: bool = False
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
-    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    policy_search: PolicySearch = POLICY_SEARCH
     # System errors retried within the run (0: none; --retry-errors still works after).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     # Seconds the run holds new tries while the container daemon does not answer
     # (bench.run.daemon); past that it stops, resumable.
-    daemon_wait: float = Field(default=120.0, ge=0)
+    daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
     # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
     harness: tuple[str, ...] = ()
-
-
-def _memory_gib() -> float | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        return None
-
-
-def default_concurrency(model_agent: bool = False) -> int:
-    """Attempts at once. Built-in agents keep the CPU busy (sandbox boots dominate,
-    ~3.5 CPU-s per attempt): one per core. A model agent mostly waits on its
-    endpoint, so memory is the bound: each attempt and each warm sandbox holds
-    three containers (MEMORY_PER_ATTEMPT_GIB), half of it kept for the warm pool,
-    capped at 8 so a small machine's boots do not fall behind."""
-    cores = os.cpu_count() or 2
-    mem_gib = _memory_gib() or 8.0
-    by_memory = int(mem_gib // MEMORY_PER_ATTEMPT_GIB)
-    if model_agent:
-        return max(1, min(8, by_memory // 2))
-    return max(1, min(cores, by_memory // 2))
-
-
-def check_memory(
-    bench: Benchmark, tasks: list[Task], concurrency: int, warm: int | None, runtime: str | None = None
-) -> int:
-    """Admit the run by measured use (bench.run.admission): one live set per domain is
-    measured once per image build; returns the warm pool size per domain (`warm=None`:
-    the largest that fits, up to the concurrency). Raises NotEnoughMemory with the reason."""
-    from bench.run.admission import admit_run, set_usage
-    from sandbox.admission import AdmissionError
-    from sandbox.sandbox import resolve_images
-
-    try:
-        images = resolve_images(True)
-        usage = asyncio.run(set_usage(bench, tasks, images, runtime=runtime))
-        return admit_run(usage, concurrency, warm).warm
-    except AdmissionError as exc:
-        raise NotEnoughMemory(str(exc)) from exc
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -173,17 +132,20 @@ class Coordinator:
         # What stopped the run (the output could not be written), raised once the attempts in flight end.
         self._fatal: OutputUnwritable | None = None
         self.gate = DaemonGate(
-            self.executor.ping, opts.daemon_wait, notice=self.notice, on_back=self.executor.recovered
+            self.executor.sandboxes.ping,
+            opts.daemon_wait,
+            notice=self.notice,
+            on_back=self.executor.sandboxes.recovered,
         )
 
     # ---- what the progress view reads
     @property
     def counts(self) -> dict[str, int]:
-        return {**self._counts, "alive": self.executor.alive}
+        return {**self._counts, "alive": self.executor.sandboxes.alive}
 
     @property
     def warm_sandboxes(self) -> int:
-        return self.executor.warm
+        return self.executor.sandboxes.warm
 
     @property
     def nodes(self) -> dict[str, dict[str, int]] | None:
@@ -232,9 +194,8 @@ class Coordinator:
         with self._preparations_lock:
             cached = self._preparations.get(task.id)
         if cached is None:
-            request = self.spec_for(task, 0, "planned").sandbox_request()
-            assert request.prepare is not None
-            cached = request.prepare
+            # Equal to what the spec's sandbox_request() builds (one fingerprint), without the spec.
+            cached = task_preparation(self.bench, task, policy_search=self.opts.policy_search)
             with self._preparations_lock:
                 self._preparations[task.id] = cached
                 while len(self._preparations) > 8:
@@ -248,8 +209,8 @@ class Coordinator:
             self.notice(f"tbx run: {name} ended in a half-written line (a killed run); cut it off")
         self.phase = "sweeping stale containers, resolving images"
         await self.executor.start(self.run_id)
-        self.images = dict(self.executor.images)
-        digests = await self.executor.image_digests()
+        self.images = dict(self.executor.sandboxes.images)
+        digests = await self.executor.sandboxes.image_digests()
         self.data_hash = await asyncio.to_thread(dataset_hash, self.bench.root)
 
         def manifest() -> dict[str, Any]:
@@ -297,7 +258,7 @@ class Coordinator:
         budget: dict[str, int] = {}
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
-        self.executor.plan(
+        self.executor.sandboxes.plan(
             budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
         )
         sem = asyncio.Semaphore(self.opts.concurrency)
@@ -425,7 +386,6 @@ class Coordinator:
                 final_message=outcome.final_message,
                 judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
-                no_judge=NO_JUDGE,
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)

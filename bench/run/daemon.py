@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from tenacity import AsyncRetrying, RetryError, stop_after_delay, wait_exponential
 
+from bench.defaults import DAEMON_WAIT
 from bench.run.errors import RunError
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class DaemonGate:
     def __init__(
         self,
         ping: Callable[[], Awaitable[None]],
-        wait: float = 120.0,
+        wait: float = DAEMON_WAIT,
         *,
         notice: Callable[[str], None] | None = None,
         on_back: Callable[[], Awaitable[None]] | None = None,

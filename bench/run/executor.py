@@ -1,11 +1,15 @@
 """Where a run's attempts execute: the seam between the coordinator and the machines.
 
 The coordinator hands an `AttemptSpec` to an `AttemptExecutor` and gets an
-`AttemptOutcome` back; it never touches a sandbox itself. `LocalExecutor`
-runs attempts on this machine (the sandbox provider's containers behind an
-in-process session proxy, model clients shared between attempts); a cluster
-executor runs the same `execute_attempt` on other nodes and returns the same
-outcome. Grading stays with the coordinator either way, so nothing golden
+`AttemptOutcome` back; it never touches a sandbox itself. An executor says
+only *where* attempts run (`start`, `open`, `execute`, `close`); what the run
+needs to know of the sandboxes there (images, digests, the plan, the daemon's
+health, how many are alive and warm) it offers as `sandboxes`, a `Sandboxes`
+view: on one machine that is the `sandbox.SandboxProvider` itself (it has
+exactly these members), on a cluster a summary of every node's provider
+(`bench.run.ray_executor.ClusterSandboxes`). So local, Ray and any future
+placement plug in at one place, and the provider stays the one lifecycle of a
+sandbox. Grading stays with the coordinator either way, so nothing golden
 crosses this seam.
 """
 
@@ -14,23 +18,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from bench.run.attempt import AttemptOutcome, AttemptSpec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec
+from bench.run.lifecycle import execute_attempt
 
 if TYPE_CHECKING:
     from bench.dataset import Benchmark
     from bench.llm.config import ModelsConfig
-    from bench.rollout.agent_loop import AgentClients
+    from bench.rollout.clients import AgentClients
     from sandbox import ProxyServer, SandboxProvider
     from sandbox.provider import Upcoming
 
-__all__ = ["AttemptExecutor", "LocalExecutor"]
+__all__ = ["AttemptExecutor", "LocalExecutor", "Sandboxes"]
 
 
-class AttemptExecutor(Protocol):
-    """What the coordinator needs of the machines that run attempts."""
-
-    async def start(self, run_id: str) -> None:
-        """Sweep leftovers and resolve images (before the manifest is written)."""
+class Sandboxes(Protocol):
+    """What the coordinator reads of the sandboxes wherever attempts run
+    (`sandbox.SandboxProvider` has these members)."""
 
     @property
     def images(self) -> dict[str, str]:
@@ -42,22 +45,13 @@ class AttemptExecutor(Protocol):
     def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
         """Attempts still to run per domain (warm pools size themselves from it) and,
         in the order they will start, what each will be prepared with (a warm pool
-        prepares its spares ahead for them; an executor may ignore it)."""
-
-    async def open(self) -> None:
-        """Ready to execute (proxy up, model clients made)."""
-
-    async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
-        """One attempt; a system error comes back in the outcome, never raised."""
+        prepares its spares ahead for them; a placement may ignore it)."""
 
     async def ping(self) -> None:
         """Raise when the container daemon does not answer (the coordinator then waits)."""
 
     async def recovered(self) -> None:
         """The daemon answers again after an outage: drop what did not survive it."""
-
-    async def close(self, run_id: str) -> None:
-        """Stop everything the run started and sweep what is left of it."""
 
     @property
     def alive(self) -> int:
@@ -68,6 +62,24 @@ class AttemptExecutor(Protocol):
         """Warm sandboxes waiting (progress view)."""
 
 
+class AttemptExecutor(Protocol):
+    """Where a run's attempts execute."""
+
+    sandboxes: Sandboxes
+
+    async def start(self, run_id: str) -> None:
+        """Sweep leftovers and resolve images (before the manifest is written)."""
+
+    async def open(self) -> None:
+        """Ready to execute (proxy up, model clients made)."""
+
+    async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
+        """One attempt; a system error comes back in the outcome, never raised."""
+
+    async def close(self, run_id: str) -> None:
+        """Stop everything the run started and sweep what is left of it."""
+
+
 class LocalExecutor:
     """Attempts on this machine: `provider`'s sandboxes behind an in-process proxy."""
 
@@ -76,6 +88,7 @@ class LocalExecutor:
     ):
         # bench None: each spec's dataset is read (and hash-checked) here (a cluster node)
         self.provider = provider
+        self.sandboxes: Sandboxes = provider
         self.bench = bench
         self.config = config
         self.proxy: ProxyServer | None = None
@@ -84,18 +97,8 @@ class LocalExecutor:
     async def start(self, run_id: str) -> None:
         await self.provider.start(run_id)
 
-    @property
-    def images(self) -> dict[str, str]:
-        return dict(self.provider.images)
-
-    async def image_digests(self) -> dict[str, str]:
-        return await self.provider.image_digests()
-
-    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
-        self.provider.plan(budget, upcoming)
-
     async def open(self) -> None:
-        from bench.rollout.agent_loop import AgentClients
+        from bench.rollout.clients import AgentClients
         from sandbox import ProxyServer
 
         if self.config is not None and self.config.agent is not None:
@@ -105,12 +108,6 @@ class LocalExecutor:
     async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
         assert self.proxy is not None, "open() starts the proxy"
         return await execute_attempt(spec, self.provider, self.proxy, bench=self.bench, clients=self.clients)
-
-    async def ping(self) -> None:
-        await self.provider.ping()
-
-    async def recovered(self) -> None:
-        await self.provider.recovered()
 
     async def close(self, run_id: str) -> None:
         # Each step even when the one before failed (the daemon away: the provider's
@@ -125,11 +122,3 @@ class LocalExecutor:
                     await self.clients.aclose()
             finally:
                 await self.provider.sweep(run_id)
-
-    @property
-    def alive(self) -> int:
-        return self.provider.alive
-
-    @property
-    def warm(self) -> int:
-        return self.provider.warm

@@ -34,10 +34,11 @@ from typing import Any
 
 import bench.replay.sandboxed as replay_mod
 from bench.dataset import Benchmark, Task
-from bench.run.request import initial_state
+from bench.prepare import initial_state
 from judge import canonical
 from judge.canonical import state_hash
-from judge.records import GoldenState, ToolCallView, atomic_write
+from judge.record_files import atomic_write
+from judge.records import GoldenState, ToolCallView
 from sandbox.cache import cache_dir
 
 log = logging.getLogger(__name__)

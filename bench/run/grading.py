@@ -19,6 +19,9 @@ from servers.registry import load_domain
 
 RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
 
+# Why a rubric task cannot be graded in `tbx run` and `tbx env serve` (both take --skip-rubrics).
+NO_JUDGE = "task has rubrics but the config names no judge role (add one, or pass --skip-rubrics)"
+
 
 class Graded(BaseModel):
     verdict: Verdict
@@ -43,7 +46,7 @@ async def grade(
     recorded: list[RubricAnswer] | None = None,
     judge: RubricJudgeFn | None = None,
     skip_rubrics: bool = False,
-    no_judge: str = "task has rubrics but no judge model is configured",
+    no_judge: str = NO_JUDGE,
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec
 from bench.run.errors import RunError
+from bench.run.executor import Sandboxes
 from bench.run.ray_node import NAMESPACE, RESOURCE, NodeRunner, actor_name, run_on_node
 
 if TYPE_CHECKING:
@@ -177,8 +178,8 @@ class RayExecutor:
         self.run_id: str | None = None
         self.actors: dict[str, Any] = {}  # node id -> NodeRunner handle
         self.capacity: dict[str, float] = {}  # node id -> tbx_attempt slots
-        self._images: dict[str, str] = {}
-        self._digests: dict[str, str] = {}
+        self.image_tags: dict[str, str] = {}
+        self.digests: dict[str, str] = {}
         self.inflight: set[Any] = set()
         self.lost: set[str] = set()
         self.stats: dict[str, dict[str, Any]] = {}  # node id -> its actor's last stats()
@@ -186,13 +187,14 @@ class RayExecutor:
         self.latencies: list[float] = []  # submit -> the node's actor began, seconds
         self._poller: asyncio.Task[None] | None = None
         self._remote: Any = None
+        self.sandboxes: Sandboxes = ClusterSandboxes(self)
 
     # ---- AttemptExecutor
     async def start(self, run_id: str) -> None:
         self.run_id = run_id
         ray = _ray()
         await asyncio.to_thread(connect, self.address, self.connect_timeout)
-        self._images, self._digests = await asyncio.to_thread(_driver_images)
+        self.image_tags, self.digests = await asyncio.to_thread(_driver_images)
         nodes = {
             n["NodeID"]: n["Resources"].get(RESOURCE, 0)
             for n in ray.nodes()
@@ -242,7 +244,7 @@ class RayExecutor:
                 ray.kill(self.actors.pop(node), no_restart=True)
             self.capacity.pop(node, None)
         try:
-            check_images(self._digests, reports)
+            check_images(self.digests, reports)
         except ClusterError:
             await self._kill_actors()
             raise
@@ -251,21 +253,6 @@ class RayExecutor:
         """The agent and user roles without keys (the judge stays with the driver)."""
         assert self.config is not None
         return json.dumps({k: v for k, v in self.config.public_dict().items() if k != "judge"})
-
-    @property
-    def images(self) -> dict[str, str]:
-        return dict(self._images)
-
-    async def image_digests(self) -> dict[str, str]:
-        return dict(self._digests)
-
-    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
-        # Each node's warm pool boots for its share of the attempts, not all of them.
-        # (`upcoming` is not passed on: which node takes which attempt is Ray's choice,
-        # so a node cannot prepare ahead for a specific one; its pool boots plain spares.)
-        share = {d: math.ceil(n / max(1, len(self.actors))) for d, n in budget.items()}
-        for a in self.actors.values():
-            a.plan.remote(share)
 
     async def open(self) -> None:
         await asyncio.gather(*(a.open.remote() for a in self.actors.values()))
@@ -302,36 +289,10 @@ class RayExecutor:
             failure = AttemptFailure(kind=type(cause).__name__, message=str(cause)[:2000])
         return AttemptOutcome.of(spec, system_error=failure)
 
-    async def ping(self) -> None:
-        """Raise unless every live node's Docker daemon answers: while one restarts,
-        attempts Ray places there would fail in milliseconds and use up their retries,
-        so the coordinator holds new tries (bench.run.daemon) until it is back. A node
-        whose actor is gone is lost, not waited for."""
-        down = []
-        nodes = self._live()
-        for node, answer in zip(nodes, await self._on_nodes(nodes, "ping"), strict=True):
-            if isinstance(answer, BaseException):
-                if node_lost_reason(answer) is not None:
-                    self.lost.add(node)
-                    continue
-                first = str(answer).strip().splitlines()[0][:300] if str(answer).strip() else ""
-                down.append(f"node {node[:12]}: {type(answer).__name__}: {first}")
-        if down:
-            raise RuntimeError("the Docker daemon of a node does not answer: " + "; ".join(down))
-
-    async def recovered(self) -> None:
-        """Every node drops what did not survive its daemon's outage."""
-        nodes = self._live()
-        for node, answer in zip(nodes, await self._on_nodes(nodes, "recovered"), strict=True):
-            if isinstance(answer, BaseException):
-                log.warning(
-                    "tbx run --ray: node %s could not clean up after an outage: %s", node[:12], answer
-                )
-
-    def _live(self) -> list[str]:
+    def live_nodes(self) -> list[str]:
         return [n for n in self.actors if n not in self.lost]
 
-    async def _on_nodes(self, nodes: list[str], method: str) -> list[Any]:
+    async def on_nodes(self, nodes: list[str], method: str) -> list[Any]:
         """`method` of these nodes' actors, at once: each one's result or exception."""
 
         async def one(node: str) -> Any:
@@ -379,14 +340,6 @@ class RayExecutor:
 
     # ---- progress view
     @property
-    def alive(self) -> int:
-        return sum(int(s.get("alive", 0)) for s in self.stats.values())
-
-    @property
-    def warm(self) -> int:
-        return sum(int(s.get("warm", 0)) for s in self.stats.values())
-
-    @property
     def nodes(self) -> dict[str, dict[str, int]]:
         """Node (short id) -> attempts running and done there, for the nodes alive."""
         return {
@@ -401,6 +354,64 @@ class RayExecutor:
     @property
     def nodes_alive(self) -> int:
         return len([n for n in self.capacity if n not in self.lost])
+
+
+class ClusterSandboxes:
+    """The run's sandboxes over every node (the executor's `sandboxes`): the driver's
+    image build (each node's is checked equal at start), the plan shared out to the
+    nodes' providers, their counters summed."""
+
+    def __init__(self, cluster: RayExecutor):
+        self.cluster = cluster
+
+    @property
+    def images(self) -> dict[str, str]:
+        return dict(self.cluster.image_tags)
+
+    async def image_digests(self) -> dict[str, str]:
+        return dict(self.cluster.digests)
+
+    def plan(self, budget: dict[str, int], upcoming: Sequence[Upcoming] | None = None) -> None:
+        # Each node's warm pool boots for its share of the attempts, not all of them.
+        # (`upcoming` is not passed on: which node takes which attempt is Ray's choice,
+        # so a node cannot prepare ahead for a specific one; its pool boots plain spares.)
+        share = {d: math.ceil(n / max(1, len(self.cluster.actors))) for d, n in budget.items()}
+        for a in self.cluster.actors.values():
+            a.plan.remote(share)
+
+    async def ping(self) -> None:
+        """Raise unless every live node's Docker daemon answers: while one restarts,
+        attempts Ray places there would fail in milliseconds and use up their retries,
+        so the coordinator holds new tries (bench.run.daemon) until it is back. A node
+        whose actor is gone is lost, not waited for."""
+        down = []
+        nodes = self.cluster.live_nodes()
+        for node, answer in zip(nodes, await self.cluster.on_nodes(nodes, "ping"), strict=True):
+            if isinstance(answer, BaseException):
+                if node_lost_reason(answer) is not None:
+                    self.cluster.lost.add(node)
+                    continue
+                first = str(answer).strip().splitlines()[0][:300] if str(answer).strip() else ""
+                down.append(f"node {node[:12]}: {type(answer).__name__}: {first}")
+        if down:
+            raise RuntimeError("the Docker daemon of a node does not answer: " + "; ".join(down))
+
+    async def recovered(self) -> None:
+        """Every node drops what did not survive its daemon's outage."""
+        nodes = self.cluster.live_nodes()
+        for node, answer in zip(nodes, await self.cluster.on_nodes(nodes, "recovered"), strict=True):
+            if isinstance(answer, BaseException):
+                log.warning(
+                    "tbx run --ray: node %s could not clean up after an outage: %s", node[:12], answer
+                )
+
+    @property
+    def alive(self) -> int:
+        return sum(int(s.get("alive", 0)) for s in self.cluster.stats.values())
+
+    @property
+    def warm(self) -> int:
+        return sum(int(s.get("warm", 0)) for s in self.cluster.stats.values())
 
 
 def _driver_images() -> tuple[dict[str, str], dict[str, str]]:

@@ -61,12 +61,12 @@ class NodeRunner:
         await self.executor.start(run_id)
         return {
             "node": self.node_id,
-            "images": self.executor.images,
-            "digests": await self.executor.image_digests(),
+            "images": self.executor.sandboxes.images,
+            "digests": await self.executor.sandboxes.image_digests(),
         }
 
     def plan(self, budget: dict[str, int]) -> None:
-        self.executor.plan(budget)
+        self.executor.sandboxes.plan(budget)
 
     async def open(self) -> None:
         if not self.opened:
@@ -88,19 +88,19 @@ class NodeRunner:
 
     async def ping(self) -> None:
         """Raise unless this node's Docker daemon answers (the driver's `ping`)."""
-        await self.executor.ping()
+        await self.executor.sandboxes.ping()
 
     async def recovered(self) -> None:
         """This node's daemon answers again after an outage: drop what did not survive it."""
-        await self.executor.recovered()
+        await self.executor.sandboxes.recovered()
 
     def stats(self) -> dict[str, Any]:
         return {
             "node": self.node_id,
             "running": len(self.running),
             "done": self.done,
-            "alive": self.executor.alive,
-            "warm": self.executor.warm,
+            "alive": self.executor.sandboxes.alive,
+            "warm": self.executor.sandboxes.warm,
         }
 
     async def close(self, run_id: str) -> dict[str, Any]:

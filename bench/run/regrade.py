@@ -39,6 +39,7 @@ from judge import (
     read_attempt,
     write_attempt,
 )
+from judge.record_files import initial_state_of, terminal_state_of
 
 
 class RegradeError(RuntimeError):
@@ -80,10 +81,10 @@ async def grade_record(
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
     and a judge is given. `skip_rubrics`: judge a rubric task on state alone."""
     task = bench.task(record.task_id)
-    terminal = record.load_terminal(base_dir)
+    terminal = terminal_state_of(record, base_dir)
     if terminal is None:
         raise RegradeError(f"{record.attempt_id or record.task_id}: no terminal state recorded")
-    initial = record.load_initial(base_dir)
+    initial = initial_state_of(record, base_dir)
     golden = await store.get(task)
     recorded = record.rubric_answers
     if recorded is None and record.verdict is not None and record.verdict.rubric_answers:

@@ -12,7 +12,6 @@ missing or malformed results.jsonl stops the view (`ResultsError`).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from bench.report.metrics import manifest_harness, manifest_prices, manifest_rep
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from judge.canonical import State
+from judge.record_files import terminal_state_of
 from judge.records import AttemptRecord
 
 
@@ -78,7 +78,7 @@ class Attempt:
         if self.record is None:
             return None
         try:
-            return self.record.load_terminal(self.record_dir)
+            return terminal_state_of(self.record, self.record_dir)
         except (OSError, ValueError) as exc:
             self.notes.append(f"terminal state unreadable: {exc}")
             return None
@@ -211,7 +211,3 @@ def task_of(bench: Benchmark | None, task_id: str) -> Task | None:
         return bench.task(task_id)
     except KeyError:
         return None
-
-
-def json_text(value: Any) -> str:
-    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)

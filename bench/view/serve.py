@@ -112,8 +112,3 @@ def make_server(root: Path, port: int = 0, policy: GuardPolicy | None = None) ->
     free port), guarded by `policy` (default: loopback Host names, same origin); not yet serving."""
     handler = functools.partial(_Handler, root=root, policy=policy or GuardPolicy())
     return ThreadingHTTPServer((HOST, port), handler)
-
-
-def url_of(server: ThreadingHTTPServer) -> str:
-    host, port = server.server_address[:2]
-    return f"http://{host!s}:{port}/{SITE}/index.html"

@@ -77,8 +77,6 @@ class ZendeskInput(BaseModel):
 
 _SHAPE_CONFIG = ConfigDict(extra="ignore")
 
-TABLE_FIELD = Field(description="Which Zendesk table to work on.")
-
 
 @functools.cache
 def _custom_enum(name: str, values: tuple[str, ...]) -> type[enum.Enum]:

@@ -26,7 +26,7 @@ import docker
 import docker.errors
 import pytest
 
-from bench.run.request import seeded_request
+from bench.prepare import seeded_request
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError

@@ -20,11 +20,10 @@ from psycopg import sql
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import ModelsConfig, parse_models_config
-from bench.replay.sandboxed import dump_state
+from bench.prepare import initial_state, sandbox_request
 from bench.rollout.agent_loop import run_attempt_agent
 from bench.rollout.user_sim import STOP_TOKEN
-from bench.run.request import initial_state, sandbox_request
-from judge.canonical import state_hash
+from judge.canonical import dump_dsn, state_hash
 from sandbox.labels import new_id
 from sandbox.sandbox import AttemptHandle, Sandbox
 from sandbox.sweeper import leftovers, sweep
@@ -82,7 +81,7 @@ def reseed(handle: AttemptHandle, bench: Benchmark, task: Task) -> str:
 
 
 def current_hash(handle: AttemptHandle) -> str:
-    return state_hash(dump_state(handle, "retail"))
+    return state_hash(dump_dsn(handle.pg.admin_dsn("retail"), "retail"))
 
 
 class FakeModels:

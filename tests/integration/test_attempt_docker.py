@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from bench.dataset import load_benchmark
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.run.lifecycle import execute_attempt
 from judge import GoldenState, state_hash
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.prepare import seeded_request
 from bench.replay.mcp_calls import replay_calls
-from bench.run.request import seeded_request
 from sandbox.docker_client import docker_client
 from sandbox.sandbox import AsyncSandbox
 from sandbox.services import Limits

@@ -25,8 +25,9 @@ import pytest
 from test_agent_e2e import FakeModels, tool_call_msgs
 
 from bench.dataset import load_benchmark
-from bench.run.attempt import AttemptOutcome, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, attempt_spec
 from bench.run.golden import GoldenStore
+from bench.run.lifecycle import execute_attempt
 from judge import GoldenState, compute_effects
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 from servers.registry import load_domain

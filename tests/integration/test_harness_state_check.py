@@ -26,9 +26,10 @@ from test_agent_e2e import FakeModels
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.rollout.harness.state_check import check_text
-from bench.run.attempt import AttemptOutcome, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, attempt_spec
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.run.lifecycle import execute_attempt
 from judge import GoldenState, compute_effects
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 from servers.registry import load_domain

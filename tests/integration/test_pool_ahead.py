@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench.dataset import load_benchmark
-from bench.replay.sandboxed import dump_dsn
-from bench.run.request import TaskPreparation, task_preparation
+from bench.prepare import TaskPreparation, task_preparation
 from judge import state_hash
+from judge.canonical import dump_dsn
 from sandbox import leftovers, new_id
 from sandbox.boots import BootGate
 from sandbox.pool import SandboxPool

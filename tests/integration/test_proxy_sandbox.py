@@ -22,9 +22,9 @@ import mcp_types as types
 import pytest
 
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.replay.sandboxed import dump_state
+from bench.prepare import TaskPreparation, sandbox_request
 from bench.run.attempt import task_tool_policy
-from bench.run.request import TaskPreparation, sandbox_request
+from judge.canonical import dump_dsn
 from sandbox import (
     ProxyServer,
     RegisterRequest,
@@ -163,7 +163,7 @@ async def test_refusals_and_overrides(
         arg_overrides={"get_order": {"order_id": "The order's id (scenario override)."}},
     )
     order_id = _rows(sb, "retail", ORDERS)[0]["id"]
-    before = dump_state(sb.handle, "retail")
+    before = dump_dsn(sb.handle.pg.admin_dsn("retail"), "retail")
     try:
         async with proxy_client(reg) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -181,7 +181,7 @@ async def test_refusals_and_overrides(
             ok = await client.call_tool("get_order", {"order_id": order_id})
             assert not ok.is_error
         # nothing refused reached the server: the database is exactly as before
-        assert dump_state(sb.handle, "retail") == before
+        assert dump_dsn(sb.handle.pg.admin_dsn("retail"), "retail") == before
         async with httpx.AsyncClient(timeout=10) as http:
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             for headers in ({}, {"Authorization": "Bearer " + "A" * 43}, {"Authorization": reg.token}):

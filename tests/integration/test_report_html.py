@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from bench.report.markdown import build_report, write_report
+from bench.report.build import build_report
+from bench.report.write import write_report
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 DOMAINS = ("retail", "travel", "auto_insurance")

@@ -24,7 +24,6 @@ from bench.run.causes import cause_of
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox import ToolPolicy
 from sandbox.provider import DockerProvider, SandboxSession
 from sandbox.sandbox import SandboxRequest
 from sandbox.sweeper import leftovers
@@ -50,7 +49,7 @@ class Saboteur(DockerProvider):
         session = await super().checkout(request)
         if self.left > 0:
             self.left -= 1
-            cid = session.register_request(ToolPolicy()).containers[self.role]
+            cid = session.containers[self.role]
             self.victims.append(await asyncio.to_thread(self._strike, cid))
         return session
 

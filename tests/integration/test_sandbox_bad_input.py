@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import sandbox.images
-from bench.run.request import TaskPreparation, seeded_request
+from bench.prepare import TaskPreparation, seeded_request
 from sandbox.errors import ImageMissingError, SeedError
 from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
 from sandbox.sweeper import leftovers

@@ -15,8 +15,8 @@ import psycopg.errors
 import pytest
 
 from bench.dataset import load_benchmark
+from bench.prepare import TaskPreparation, sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from bench.run.request import TaskPreparation, sandbox_request
 from sandbox.errors import SandboxError
 from sandbox.images import require_image
 from sandbox.runtime_volumes import PATHS_LABEL, volume_name
@@ -204,7 +204,7 @@ TIGHT = Limits(pg_statement_seconds=5, pg_idle_seconds=2, pg_temp_file_limit="8M
 
 @pytest.fixture(scope="module")
 def tight_sandbox(base_images: Any, retail_rows: Any) -> Any:
-    from bench.run.request import seeded_request
+    from bench.prepare import seeded_request
     from sandbox.labels import new_id
 
     req = seeded_request(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.run.request import seeded_request
+from bench.prepare import seeded_request
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest
 from sandbox.sweeper import leftovers, sweep
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.docker
 # Started in a subprocess: one retail sandbox (real seed), "ready" once it is up, then sleep.
 HOLDER = """
 import json, sys, time
-from bench.run.request import seeded_request
+from bench.prepare import seeded_request
 from sandbox.sandbox import Sandbox
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain

@@ -40,7 +40,7 @@ from hypothesis_jsonschema import from_schema
 from psycopg import sql
 
 from bench.dataset import Benchmark, Task, load_benchmark
-from bench.run.request import sandbox_request
+from bench.prepare import sandbox_request
 from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client
 from sandbox.sandbox import Sandbox, schema_name
 from sandbox.sweeper import leftovers, sweep

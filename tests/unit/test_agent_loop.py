@@ -20,15 +20,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from bench.dataset import ScenarioTool
 from bench.llm.client import LLMClient, ModelEndpointError, ToolCallRequest, UsageLedger
 from bench.llm.config import RoleConfig
-from bench.rollout.agent_loop import (
-    LoopSpec,
-    McpEndpointError,
-    apply_overrides,
-    mcp_tool_to_openai,
-    parse_arguments,
-    run_loop,
-)
+from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import AgentStep, LLMAgent, PlanAgent, ScriptedUser
+from bench.rollout.conversation import LoopSpec, McpEndpointError
+from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import UserTurn
 from bench.rollout.user_sim import STOP_TOKEN, LLMUser
 

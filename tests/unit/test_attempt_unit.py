@@ -24,19 +24,20 @@ from pg_support import Databases
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import parse_models_config
+from bench.prepare import TaskPreparation
 from bench.replay.local import fresh_schema, reset_rows
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec, execute_attempt
+from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.daemon import DaemonGone
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.run.lifecycle import execute_attempt
 from bench.run.output import dataset_hash
-from bench.run.request import TaskPreparation
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
 from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
-from sandbox import ProxyServer, RegisterRequest, ToolPolicy, Upstream
+from sandbox import ProxyServer
 from sandbox.errors import ContainerStartError
 from sandbox.provider import SandboxProvider, SandboxSession
 from sandbox.sandbox import SandboxRequest
@@ -87,10 +88,14 @@ class InProcessSession:
     def admin_dsn(self, domain: str) -> str:
         return self.dsn
 
-    def register_request(self, policy: ToolPolicy) -> RegisterRequest:
-        headers = {UPSTREAM_SECRET_HEADER: self.secret}
-        upstreams = {d: Upstream(url=u, headers=headers) for d, u in self._servers.items()}
-        return RegisterRequest(attempt_id=self.attempt_id, upstreams=upstreams, policy=policy)
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return {UPSTREAM_SECRET_HEADER: self.secret}
+
+    # Nothing runs in containers: no device, no container, no network to watch.
+    interface = None
+    containers: Mapping[str, str] = {}
+    network = None
 
     async def close(self) -> None:
         self.server.should_exit = True
@@ -520,3 +525,35 @@ def test_a_daemon_that_stays_away_stops_the_run_without_rows_so_it_resumes(
     _, counts, _ = _run_with_daemon_away(pack, pg_dsn, make_database, tmp_path, back_after=None, down=False)
     assert counts["passed"] == 2, counts
     assert sorted(r.repeat for r in read_rows(tmp_path / "run" / "results.jsonl")) == [0, 1]
+
+
+class PlanRecordingProvider(FakeProvider):
+    """A fake provider that keeps the coordinator's plan: each upcoming checkout's preparer."""
+
+    def __init__(self, pg_dsn: str):
+        super().__init__(pg_dsn)
+        self.planned: list[str] = []
+
+    def plan(self, attempts_per_domain: Mapping[str, int], upcoming: Any = None) -> None:
+        self.planned = [u.preparer().fingerprint() for u in upcoming or []]
+
+
+@pytest.mark.parametrize("policy_search", ["hybrid", "keyword"])
+def test_the_planned_preparers_equal_the_attempts_own(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path, policy_search: str
+) -> None:
+    # A pool prepares spares ahead with the planned preparers and hands one over only
+    # for an equal fingerprint: the plan must predict each attempt's request exactly.
+    provider = PlanRecordingProvider(pg_dsn)
+    try:
+        task = pack.task(TASK)
+        store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+        store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+        opts = RunOptions(
+            out=tmp_path / "run", agent="oracle", repeat=2, concurrency=1, policy_search=policy_search
+        )
+        asyncio.run(Coordinator(pack, opts, provider=provider, golden=store).run([task]))
+        checked_out = [r.prepare.fingerprint() for r in provider.requests if r.prepare is not None]
+        assert len(provider.planned) == 2 and checked_out == provider.planned
+    finally:
+        provider.dbs.close()

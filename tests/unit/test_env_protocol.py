@@ -1,5 +1,5 @@
 """The OpenEnv wire format of `tbx env serve` (bench.env.protocol): action parsing and
-its error messages, tool-argument forms, the step-result envelope, the schemas."""
+its error messages, the step-result envelope, the schemas."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from bench.env.protocol import (
     SubmitMessageAction,
     parse_action,
     schemas,
-    tool_arguments,
 )
 from bench.rollout.trajectory import ToolCall
 
@@ -60,17 +59,6 @@ def test_bad_actions_say_what_is_wrong(data: object, code: ErrorCode, text: str)
     assert err.value.code == code
     assert text in err.value.message
     assert err.value.payload()["code"] == code.value
-
-
-def test_tool_arguments_forms() -> None:
-    assert tool_arguments(None) == ({}, None)
-    assert tool_arguments("  ") == ({}, None)
-    assert tool_arguments('{"a": 1}') == ({"a": 1}, None)
-    assert tool_arguments({"a": 1}) == ({"a": 1}, None)
-    bad, why = tool_arguments("{oops")
-    assert bad is None and why is not None and "not valid JSON" in why
-    bad, why = tool_arguments([1])
-    assert bad is None and why == "tool arguments must be a JSON object, got list"
 
 
 def test_reset_request_validates() -> None:

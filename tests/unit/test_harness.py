@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from test_agent_loop import FakeMcp, Steps, call, say, spec
 
+from bench.harness_names import HarnessError, parse_harness
 from bench.llm.config import ModelsConfigError, parse_models_config
 from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import ScriptedUser
 from bench.rollout.harness.error_hints import UNCLASSIFIED, annotate, categorize
 from bench.rollout.harness.hook import tool_message
-from bench.rollout.harness.names import HarnessError, parse_harness
 from bench.rollout.harness.state_check import EXTRA_TURNS, MAX_ROWS, EffectsProbe, check_text
 from bench.rollout.trajectory import ToolCall
 from bench.run.output import bundle_hash
@@ -192,7 +192,9 @@ def test_check_text_lists_updates_and_bounds_its_size() -> None:
 
 
 def test_report_and_view_show_the_harness(tmp_path: Path) -> None:
-    from bench.report.markdown import build_report, render_markdown, summary_rows
+    from bench.report.build import build_report
+    from bench.report.markdown import render_markdown
+    from bench.report.tables import summary_rows
     from bench.view.load import open_runs
 
     run = tmp_path / "hinted"

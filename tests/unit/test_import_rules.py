@@ -60,6 +60,90 @@ def test_sandbox_imports_nothing_from_servers() -> None:
     assert imported_parts("sandbox").get("servers", set()) == set()
 
 
+# bench's own order, lowest first: a module may import bench's modules of lower
+# layers and its own sub-package, nothing of its layer or above (so no loop).
+BENCH_LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"threadsafe_ast", "defaults", "web_guard", "harness_names"}),
+    frozenset({"dataset", "llm"}),
+    frozenset({"prepare"}),
+    frozenset({"rollout", "replay"}),
+    frozenset({"run"}),
+    frozenset({"env", "report"}),
+    frozenset({"view"}),
+    frozenset({"cli"}),
+)
+
+
+def bench_unit(module: str) -> str | None:
+    """`bench.run.attempt` -> "run": the sub-package or top-level module of bench it is in."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "bench" and len(parts) > 1 else None
+
+
+def bench_imports(root: Path = REPO / "bench") -> list[tuple[str, str, str]]:
+    """(importing unit, imported unit, file) for every import between two units of
+    bench; relative imports are resolved against the file's package."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        package = list(rel.parts if rel.name == "__init__" else rel.parts[:-1])
+        if rel.name == "__init__":
+            package = package[:-1]
+        source = bench_unit(".".join(rel.parts))
+        if source is None or source == "__init__":
+            continue  # bench/__init__.py: the package itself
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                base = package[: len(package) - node.level + 1]
+                names = [".".join(base + ([node.module] if node.module else []))]
+            else:
+                continue
+            for name in names:
+                target = bench_unit(name)
+                if target is not None and target != source:
+                    found.append((source, target, str(path.relative_to(root.parent))))
+    return found
+
+
+def layer_of(unit: str) -> int:
+    return next(i for i, layer in enumerate(BENCH_LAYERS) if unit in layer)
+
+
+def test_every_part_of_bench_has_a_layer() -> None:
+    units = {p.stem if p.is_file() else p.name for p in (REPO / "bench").iterdir()}
+    units = {u for u in units if not u.startswith(("_", ".")) and u != "packs"}
+    assert units == set().union(*BENCH_LAYERS)
+
+
+def test_bench_imports_only_downwards() -> None:
+    upward = [
+        f"{file}: {source} imports {target}"
+        for source, target, file in bench_imports()
+        if layer_of(target) >= layer_of(source)
+    ]
+    assert upward == []
+
+
+def test_the_layer_check_sees_a_loop(tmp_path: Path) -> None:
+    # A tree where replay imports run (the loop bench/prepare.py broke), written out
+    # as files, relative and absolute: the check must name both imports.
+    (tmp_path / "bench" / "replay").mkdir(parents=True)
+    (tmp_path / "bench" / "run").mkdir()
+    (tmp_path / "bench" / "replay" / "sandboxed.py").write_text(
+        "def f():\n    from bench.run.attempt import x\n"
+    )
+    (tmp_path / "bench" / "replay" / "golden.py").write_text("from ..run import golden\n")
+    (tmp_path / "bench" / "run" / "attempt.py").write_text("from bench.replay.sandboxed import f\n")
+    found = bench_imports(tmp_path / "bench")
+    upward = sorted((s, t) for s, t, _ in found if layer_of(t) >= layer_of(s))
+    assert upward == [("replay", "run"), ("replay", "run")]
+    assert ("run", "replay") in {(s, t) for s, t, _ in found}
+
+
 @pytest.mark.parametrize("package", ["sandbox", "judge"])
 def test_public_names_are_exported_and_resolve(package: str) -> None:
     module = importlib.import_module(package)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench.dataset import load_benchmark
-from bench.run.request import initial_state
+from bench.prepare import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from judge.effects import StateShapeError, compute_effects, golden_differences
 from judge.records import Effects

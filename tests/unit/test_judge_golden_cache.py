@@ -16,10 +16,10 @@ import pytest
 import bench.replay.sandboxed as replay_mod
 import bench.run.golden as golden_mod
 from bench.dataset import Benchmark, Task, load_benchmark
+from bench.prepare import initial_state
 from bench.replay.mcp_calls import CallRecord
 from bench.replay.sandboxed import ReplayOutcome
 from bench.run.golden import GoldenNotCached, GoldenReplayError, GoldenStore
-from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
 from servers.registry import load_domain
 

@@ -18,18 +18,11 @@ import bench.dataset as dataset_mod
 import bench.run.golden as golden_mod
 from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
+from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
-from bench.run.request import initial_state
 from judge.canonical import State, canonical_state, state_hash
-from judge.records import (
-    AttemptRecord,
-    GoldenState,
-    RubricAnswer,
-    ToolCallView,
-    read_attempt,
-    write_attempt,
-    write_state,
-)
+from judge.record_files import read_attempt, write_attempt, write_state
+from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView
 from servers.registry import load_domain
 
 STATE_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"

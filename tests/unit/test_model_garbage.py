@@ -23,8 +23,9 @@ from starlette.types import Receive, Scope, Send
 
 from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
-from bench.rollout.agent_loop import LoopSpec, run_loop
+from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import LLMAgent, ScriptedUser
+from bench.rollout.conversation import LoopSpec
 from sandbox import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
 
 SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}}

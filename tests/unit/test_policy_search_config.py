@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from bench.cli.main import build_parser
+from bench.prepare import TaskPreparation
 from bench.run import output
 from bench.run.coordinator import RunOptions
-from bench.run.request import TaskPreparation
 from sandbox.preparer import TypesenseEndpoint
 from servers import knowledge
 

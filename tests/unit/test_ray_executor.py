@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -199,7 +200,7 @@ class _Actor:
 
 def _runner(daemon: _Daemon) -> NodeRunner:
     runner = NodeRunner.__new__(NodeRunner)  # no DockerProvider: the daemon is the stand-in above
-    runner.executor = daemon  # type: ignore[assignment]
+    runner.executor = SimpleNamespace(sandboxes=daemon)  # type: ignore[assignment]
     return runner
 
 
@@ -212,16 +213,20 @@ async def test_ping_waits_for_a_node_whose_daemon_restarts_and_forgets_a_lost_no
         "b" * 16: _Actor(_runner(b)),
         "c" * 16: _Actor(None, True),
     }
-    await executor.ping()  # all answer; the dead actor's node is lost, not waited for
+    await executor.sandboxes.ping()  # all answer; the dead actor's node is lost, not waited for
     assert executor.lost == {"c" * 16}
 
     b.up = False
     with pytest.raises(RuntimeError, match=r"node bbbbbbbbbbbb: DockerUnavailableError: cannot reach"):
-        await executor.ping()
+        await executor.sandboxes.ping()
 
     # The coordinator's gate: new tries wait while b's daemon is away, and go on once it is back.
     gate = DaemonGate(
-        executor.ping, wait=10.0, on_back=executor.recovered, poll_max=0.05, notice=lambda _: None
+        executor.sandboxes.ping,
+        wait=10.0,
+        on_back=executor.sandboxes.recovered,
+        poll_max=0.05,
+        notice=lambda _: None,
     )
     assert not await gate.answers()
     waiting = asyncio.ensure_future(gate.ready())

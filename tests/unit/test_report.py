@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from bench.cli.main import main
-from bench.report.markdown import build_report, fmt_usd, render_markdown, report_json
+from bench.report.build import build_report, report_json
+from bench.report.markdown import render_markdown
+from bench.report.tables import fmt_usd
 
 
 def write_run(

@@ -104,7 +104,7 @@ def test_default_concurrency_fits_cores_and_memory(
 ) -> None:
     import os
 
-    from bench.run.coordinator import MEMORY_PER_ATTEMPT_GIB, default_concurrency
+    from bench.run.sizing import MEMORY_PER_ATTEMPT_GIB, default_concurrency
 
     page = 4096
     monkeypatch.setattr(os, "cpu_count", lambda: cores)

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 import sandbox.services
 import servers.engine.app
-from bench.run.request import TaskPreparation
+from bench.prepare import TaskPreparation
 from sandbox.errors import SeedError
 from sandbox.preparer import Preparer
 from servers.engine.app import RequireSecret

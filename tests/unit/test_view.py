@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
-import threading
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from html import escape
@@ -20,13 +23,14 @@ from bench.cli.main import main
 from bench.dataset import load_benchmark
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.view.diff import group, label
-from bench.view.serve import make_server, url_of
 from bench.view.site import SiteError, build_site
 from bench.view.summary import FAIL, PASS, Summary, task_href, task_rows
 from judge.canonical import canonical_bytes
-from judge.records import AttemptRecord, Difference, Verdict, write_attempt
+from judge.record_files import write_attempt
+from judge.records import AttemptRecord, Difference, Verdict
 from servers.registry import load_domain
 
+REPO = Path(__file__).resolve().parents[2]
 TABLE = "zendesk_tickets"
 
 
@@ -278,25 +282,37 @@ def test_site_refuses_a_file(tmp_path: Path) -> None:
 
 
 def test_serve_on_loopback_only_the_site(tmp_path: Path) -> None:
+    # `tbx view --serve` as a user runs it: the URL it prints is the one that answers.
     run = write_run(tmp_path)
-    assert main(["view", str(run)]) == 0
-    server = make_server(run, 0)
-    assert server.server_address[0] == "127.0.0.1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", "view", str(run), "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
-        with urllib.request.urlopen(url_of(server), timeout=10) as resp:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert lines[0].startswith("wrote ") and lines[1].startswith("serving "), lines
+        url = lines[1].split()[1]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/view/index.html")
+        with urllib.request.urlopen(url, timeout=10) as resp:
             assert b"data/tasks.js" in resp.read()
-        base = url_of(server).rsplit("/view/", 1)[0]
+        base = url.rsplit("/view/", 1)[0]
         with urllib.request.urlopen(base + "/report.html", timeout=10) as resp:
             assert resp.status == 200
         for private in ("/results.jsonl", "/states/t_one-r0.terminal.json.gz", "/view/../manifest.json"):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(base + private, timeout=10)
             assert err.value.code == 404
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the command stops cleanly
+        assert proc.wait(timeout=30) == 0
     finally:
-        server.shutdown()
-        server.server_close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_rebuild_renders_only_changed_tasks(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 with `tbx compare` (docs/harness.md). Each is off by default; with none on,
 the agent loop behaves exactly as without this package.
 
-names.py      the intervention names; `parse_harness` turns the `harness:` of a
+bench/harness_names.py (bench's lowest layer, for the models config): the
+              intervention names; `parse_harness` turns the `harness:` of a
               models config or `--harness NAME[,NAME]` into the canonical tuple
               the manifest, the bundle hash and the attempt spec carry
 hook.py       `tool_message`: what the model reads for a tool call's reply

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.harness_names import ERROR_HINTS
 from bench.rollout.harness.error_hints import annotate
-from bench.rollout.harness.names import ERROR_HINTS
 from bench.rollout.trajectory import ToolCall
 
 

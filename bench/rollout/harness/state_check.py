@@ -6,7 +6,8 @@ The changes are the attempt's effects against its **initial** state only
 (judge's effect extractor, `judge.compute_effects`, over a fresh host-side
 dump of the attempt's database): what the agent did, never what it should
 have done. The golden end state is not in this process's reach here: the
-probe is built from the attempt's own connection string and initial dump.
+probe is built from the attempt's own dump (`LiveAttempt.dump_state`, once
+the attempt is open) and its initial state.
 
 One check per attempt; after it the agent has at most `EXTRA_TURNS` more
 steps (then the attempt ends with `agent_limit`, as any other turn limit).
@@ -14,7 +15,6 @@ steps (then the attempt ends with `agent_limit`, as any other turn limit).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,16 +29,15 @@ MAX_VALUE = 160  # characters of one value shown
 EffectsProbe = Callable[[], Awaitable[Effects]]
 
 
-def effects_probe(dsn: str, domain: str, initial: State) -> EffectsProbe:
-    """The attempt's effects so far: its database dumped now, against `initial`."""
-    from bench.replay.sandboxed import dump_dsn
+def effects_probe(dump: Callable[[], Awaitable[State]], domain: str, initial: State) -> EffectsProbe:
+    """The attempt's effects so far: `dump` (the attempt's canonical state now, e.g.
+    `LiveAttempt.dump_state`) against `initial`."""
     from servers.registry import load_domain
 
     tables = load_domain(domain).tables
 
     async def probe() -> Effects:
-        current = await asyncio.to_thread(dump_dsn, dsn, domain)
-        return compute_effects(tables, initial, current)
+        return compute_effects(tables, initial, await dump())
 
     return probe
 

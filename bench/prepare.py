@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
+from bench.defaults import POLICY_SEARCH, PolicySearch
 from sandbox.errors import SeedError
 from sandbox.preparer import TypesenseEndpoint
 from sandbox.sandbox import SandboxRequest
@@ -34,7 +35,7 @@ class TaskPreparation(BaseModel):
     # policy documents for the attempt's Typesense: [{"name": ..., "snippets": [...]}]
     sources: list[dict[str, Any]] = Field(default_factory=list)
     # hybrid: documents indexed with their embeddings (vector + keyword search); keyword: no vectors
-    policy_search: Literal["hybrid", "keyword"] = "hybrid"
+    policy_search: PolicySearch = POLICY_SEARCH
 
     def fingerprint(self) -> str:
         # Everything seed() and index() read: equal digests, equal canonical state.
@@ -107,7 +108,7 @@ def task_preparation(
     task: Task,
     *,
     typesense: bool = True,
-    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    policy_search: PolicySearch = POLICY_SEARCH,
 ) -> TaskPreparation:
     init = bench.effective_init(task)
     return TaskPreparation(
@@ -122,7 +123,7 @@ def sandbox_request(
     task: Task,
     *,
     typesense: bool = True,
-    policy_search: Literal["hybrid", "keyword"] = "hybrid",
+    policy_search: PolicySearch = POLICY_SEARCH,
     **kwargs: Any,
 ) -> SandboxRequest:
     return SandboxRequest(

@@ -1,5 +1,6 @@
-"""The names of the harness interventions and their parsing (no other import,
-so the models config can validate its `harness:` with it)."""
+"""The names of the harness interventions (bench.rollout.harness) and their
+parsing. In bench's lowest layer and importing nothing, so the models config
+(bench.llm.config) can validate its `harness:` with it."""
 
 from __future__ import annotations
 

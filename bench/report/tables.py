@@ -1,0 +1,183 @@
+"""What report.md and report.html both show: the number formats, the rows of
+each table (as text cells), the flags and the frontier sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.report.build import Report
+from bench.report.metrics import GroupMetrics, RunMetrics
+from bench.run.causes import causes_text
+
+DASH = "—"
+MAX_LISTED = 20  # task ids listed per flag in report.md / report.html
+
+
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    return DASH if x is None else f"{x * 100:.{digits}f}%"
+
+
+def fmt_ci(ci: Sequence[float] | None) -> str:
+    return DASH if ci is None else f"[{fmt_pct(ci[0])}, {fmt_pct(ci[1])}]"
+
+
+def fmt_usd(x: float | None) -> str:
+    if x is None:
+        return DASH
+    if x == 0:
+        return "$0"
+    if abs(x) >= 100:
+        return f"${x:,.0f}"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    return f"${x:#.3g}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return DASH if x is None else f"{x:.2f}"
+
+
+def pass_hat_big_k(m: GroupMetrics) -> float | None:
+    """pass^k at k = retention_k."""
+    return None if m.retention_k is None else m.pass_hat_k.get(m.retention_k)
+
+
+def agent_text(r: RunMetrics) -> str:
+    """The agent and the harness interventions it ran with."""
+    return (r.agent or DASH) + (f" + {', '.join(r.harness)}" if r.harness else "")
+
+
+def k_of_k_text(m: GroupMetrics) -> str:
+    share = m.observed_k_of_k.share
+    return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
+
+
+def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "run",
+        "agent",
+        "model",
+        "tasks",
+        "valid attempts",
+        "system errors",
+        "K",
+        "pass@1 [95% CI]",
+        "pass^k (k)",
+        "observed k/k",
+        "retention",
+        "cost / attempt",
+        "cost / success",
+        "cost / reliable task",
+        "Pareto",
+    ]
+    rows = []
+    for r in report.runs:
+        rows.append(
+            [
+                r.run,
+                agent_text(r),
+                r.model or DASH,
+                str(r.tasks),
+                str(r.attempts),
+                errors_text(r),
+                str(r.k),
+                f"{fmt_pct(r.pass_at_1)} {fmt_ci(r.pass_at_1_ci)}",
+                f"{fmt_pct(pass_hat_big_k(r))} ({r.retention_k or DASH})",
+                k_of_k_text(r),
+                fmt_ratio(r.retention),
+                fmt_usd(r.cost.mean_per_attempt_usd),
+                fmt_usd(r.cost.per_success_usd),
+                fmt_usd(r.cost.per_reliable_task_usd),
+                "yes" if r.pareto else "",
+            ]
+        )
+    return header, rows
+
+
+def domain_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "domain",
+        "tasks",
+        "valid attempts",
+        "system errors",
+        "pass@1 [95% CI]",
+        "pass^k (k)",
+        "observed k/k",
+        "retention",
+        "cost / success",
+        "cost / reliable task",
+    ]
+    rows = []
+    for name, m in [*r.per_domain.items(), ("all", r)]:
+        rows.append(
+            [
+                name,
+                str(m.tasks),
+                str(m.attempts),
+                str(m.system_errors),
+                f"{fmt_pct(m.pass_at_1)} {fmt_ci(m.pass_at_1_ci)}",
+                f"{fmt_pct(pass_hat_big_k(m))} ({m.retention_k or DASH})",
+                k_of_k_text(m),
+                fmt_ratio(m.retention),
+                fmt_usd(m.cost.per_success_usd),
+                fmt_usd(m.cost.per_reliable_task_usd),
+            ]
+        )
+    return header, rows
+
+
+def passk_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
+    ks = sorted(set(r.pass_at_k) | set(r.pass_hat_k))
+    rows = [[str(k), fmt_pct(r.pass_at_k.get(k)), fmt_pct(r.pass_hat_k.get(k))] for k in ks]
+    return ["k", "pass@k", "pass^k"], rows
+
+
+def signature_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
+    failed = sum(r.signatures.values())
+    rows = [[s, str(n), fmt_pct(n / failed if failed else None)] for s, n in r.signatures.items()]
+    return ["signature", "failed attempts", "share of failures"], rows
+
+
+def listed(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:MAX_LISTED])
+    return shown + (f" … and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else "")
+
+
+def errors_text(r: RunMetrics) -> str:
+    """`3 (model endpoint 2, container 1)`: how many system errors, and of which cause."""
+    causes = causes_text(r.system_error_causes)
+    return f"{r.system_errors} ({causes})" if causes else str(r.system_errors)
+
+
+def flag_lines(r: RunMetrics) -> list[str]:
+    out = []
+    if r.system_errors:
+        causes = causes_text(r.system_error_causes)
+        out.append(
+            f"{r.system_errors} attempts ended in a system error{f' ({causes})' if causes else ''}; "
+            "they are outside every denominator."
+        )
+    if r.short_tasks:
+        out.append(
+            f"{len(r.short_tasks)} tasks have fewer than K={r.k} valid attempts: {listed(r.short_tasks)}"
+        )
+    if r.excluded_tasks:
+        out.append(
+            f"{len(r.excluded_tasks)} tasks have no valid attempt and are left out: {listed(r.excluded_tasks)}"
+        )
+    if r.superseded_rows:
+        out.append(f"{r.superseded_rows} rows were superseded by a later row for the same task and repeat.")
+    if r.errors_logged:
+        out.append(f"errors.jsonl holds {r.errors_logged} entries.")
+    if not r.cost.priced:
+        out.append(
+            f"{r.cost.unpriced_attempts} attempts have token usage but no recorded cost and no price "
+            f"for their model: cost metrics are not shown (give a price table with --models-config)."
+        )
+    return out
+
+
+def frontier_text(report: Report) -> str:
+    if report.pareto_frontier:
+        return "On the frontier (cheapest first): " + ", ".join(report.pareto_frontier) + "."
+    return "No run has a known cost per success, so there is no frontier."

@@ -1,0 +1,200 @@
+"""The conversation state of one attempt, as a public API of `bench.rollout`.
+
+`Conversation` holds what a trajectory is made of (messages, tool calls, user
+turns, counters, timings) and records a tool call through MCP exactly one way;
+`bench.rollout.agent_loop` drives it with tbx's own agent, the OpenEnv episode
+(`bench.env.episode`) with a remote agent's steps. `LoopSpec` is what either
+needs to know of the task: prompts, tools, limits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from bench.dataset import ScenarioTool
+from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
+from bench.llm.client import UsageLedger
+from bench.rollout.agents import DONE_TAG, AgentPolicy
+from bench.rollout.harness.state_check import EffectsProbe
+from bench.rollout.tools import parse_arguments
+from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
+from bench.rollout.user_sim import UserPolicy
+from sandbox.proxy.relay import sendable
+
+__all__ = [
+    "DEFAULT_MAX_AGENT_TURNS",
+    "DEFAULT_MAX_USER_TURNS",
+    "Conversation",
+    "LoopSpec",
+    "McpEndpointError",
+    "is_done",
+    "single_exception",
+    "strip_done",
+]
+
+DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
+DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
+
+
+class McpEndpointError(RuntimeError):
+    """The MCP endpoint could not be reached or broke mid-conversation (a system error)."""
+
+    def __init__(self, message: str, trajectory: Trajectory | None = None):
+        super().__init__(message)
+        self.trajectory = trajectory
+
+
+def is_done(text: str | None) -> bool:
+    return text is not None and text.rstrip().endswith(DONE_TAG)
+
+
+def strip_done(text: str) -> str:
+    text = text.rstrip()
+    return text[: -len(DONE_TAG)].rstrip() if text.endswith(DONE_TAG) else text
+
+
+def single_exception(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member exception groups (task groups wrap)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@dataclass
+class LoopSpec:
+    task_id: str
+    agent: str
+    query: str
+    system_prompts: list[tuple[str, str]] = field(default_factory=list)  # (source, text)
+    builtin_tools: list[dict[str, Any]] = field(default_factory=list)  # OpenAI form, answered locally
+    end_turn_tools: set[str] = field(default_factory=set)
+    scenario_tools: Sequence[ScenarioTool] = ()
+    max_agent_turns: int = DEFAULT_MAX_AGENT_TURNS
+    max_user_turns: int = DEFAULT_MAX_USER_TURNS
+    wall_clock: float = WALL_CLOCK
+    call_timeout: float = CALL_TIMEOUT
+    seed: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
+    effects_probe: EffectsProbe | None = None  # state-check: the attempt's effects so far (host side)
+
+
+class Conversation:
+    """One attempt's conversation state: messages, tool calls (recorded as sent), user
+    turns, counters and timings, whoever drives it (tbx's agent loop, or a remote
+    agent step by step through the OpenEnv episode). `agent` is None for a remote agent."""
+
+    def __init__(self, spec: LoopSpec, agent: AgentPolicy | None, user: UserPolicy, ledger: UsageLedger):
+        self.spec = spec
+        self.agent = agent
+        self.user = user
+        self.ledger = ledger
+        self.system = [{"role": "system", "content": text} for _, text in spec.system_prompts if text]
+        self.messages: list[Message] = []
+        self.tool_calls: list[ToolCall] = []
+        self.user_turns: list[UserTurn] = []
+        self.tools_offered: list[str] = []
+        self.metadata: dict[str, Any] = dict(spec.metadata)
+        self.agent_turns = 0
+        # tbx's loop stops at this many agent steps; a state check (bench.rollout.harness)
+        # lowers it to a bounded number of extra steps
+        self.turn_limit = spec.max_agent_turns
+        self.state_checked = False
+        self.finish: FinishReason | None = None
+        self.done_by: str | None = None
+        self.error: str | None = None
+        self.timings: dict[str, float] = {
+            "connect": 0.0,
+            "list_tools": 0.0,
+            "agent": 0.0,
+            "user": 0.0,
+            "tools": 0.0,
+        }
+
+    # -- conversation pieces
+    def transcript(self) -> list[tuple[str, str]]:
+        out = []
+        for m in self.messages:
+            if m.role == "user" and m.content is not None:
+                out.append(("user", m.content))
+            elif m.role == "assistant" and m.content and m.content.strip():
+                out.append(("assistant", m.content))
+        return out
+
+    def add_user(self, turn: UserTurn) -> None:
+        self.user_turns.append(turn)
+        self.messages.append(Message(role="user", content=turn.text))
+
+    async def call_tool(self, client: Client, call_id: str, name: str, raw: str) -> ToolCall:
+        args, problem = parse_arguments(raw)
+        rec = ToolCall(
+            index=len(self.tool_calls),
+            call_id=call_id,
+            tool=name,
+            arguments=args,
+            arguments_raw=raw if problem else None,
+            agent_turn=self.agent_turns,
+        )
+        if problem is None and not sendable(name):
+            # the proxy would answer the same for a name it does not list; this one cannot even be sent
+            problem = f"Unknown tool: {json.dumps(name)}"
+        if problem is not None:
+            rec.via_mcp, rec.is_error, rec.result = False, True, f"Error: {problem}"
+            self.tool_calls.append(rec)
+            return rec
+        # recorded before it is sent: a call cut short by the wall clock may still have run
+        self.tool_calls.append(rec)
+        t = time.perf_counter()
+        try:
+            res = await client.call_tool(name, args, read_timeout_seconds=self.spec.call_timeout)
+        except MCPError as exc:  # a JSON-RPC error reply (unknown tool at the proxy, timeout, ...)
+            rec.result, rec.is_error = f"Error: {exc}", True
+        except BaseException as exc:
+            rec.result, rec.is_error = "Error: no reply (the call was interrupted)", True
+            rec.latency_ms = (time.perf_counter() - t) * 1000
+            if isinstance(exc, Exception):
+                raise McpEndpointError(f"MCP call {name} failed: {single_exception(exc)!r}") from exc
+            raise
+        else:
+            rec.result = "".join(getattr(c, "text", "") for c in res.content)
+            rec.is_error = bool(res.is_error)
+        rec.latency_ms = (time.perf_counter() - t) * 1000
+        self.timings["tools"] += rec.latency_ms / 1000
+        rec.error_envelope = rec.result.startswith('{"error": ')
+        return rec
+
+    def trajectory(self) -> Trajectory:
+        final = next(
+            (
+                m.content
+                for m in reversed(self.messages)
+                if m.role == "assistant" and m.content and m.content.strip()
+            ),
+            "",
+        )
+        usage = self.ledger.by_role()
+        return Trajectory(
+            task_id=self.spec.task_id,
+            agent=self.spec.agent,
+            seed=self.spec.seed,
+            finish_reason=self.finish or "agent_error",
+            done_by=self.done_by,
+            messages=self.messages,
+            tool_calls=self.tool_calls,
+            user_turns=self.user_turns,
+            final_message=strip_done(final),
+            agent_turns=self.agent_turns,
+            tools_offered=self.tools_offered,
+            system_prompts=[SystemPrompt.of(src, text) for src, text in self.spec.system_prompts if text],
+            usage=usage,
+            timings={k: round(v, 6) for k, v in self.timings.items()},
+            error=self.error,
+            metadata=self.metadata,
+        )

@@ -1,0 +1,242 @@
+"""The one attempt lifecycle: every entry point opens and closes an attempt here.
+
+    async with open_attempt(spec, provider, proxy) as live:
+        ...  # drive the conversation against live.url / live.headers
+    outcome = live.outcome  # states, tool calls, timings (filled as it goes)
+
+Opening checks a sandbox out of the provider (`spec.sandbox_request()`), dumps
+the canonical initial state and registers the attempt with the session proxy
+under the spec's tool policy (an empty allow-list: every tool). Closing, always
+(also on an error or a cancellation): the proxy's record of the calls is
+collected as it unregisters, the proxy's watch is asked whether a container or
+the network of the set vanished (then that is the error, whatever the body
+saw), the terminal state is dumped (only when the body ended without an
+exception) and the session is closed. A failure while a container of the set
+is dead is re-raised as `SandboxGoneError` naming it (`sandbox.container_fate`).
+
+Who drives it: `execute_attempt` below (`tbx run`, through the coordinator's
+executor, locally or on a Ray node) runs the agent loop inside it; the OpenEnv
+episode (`bench.env.episode`, `tbx env serve`) runs its remote agent's steps
+inside it; the session API does the same for an agent it does not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from bench.dataset import Benchmark, load_benchmark
+from bench.harness_names import STATE_CHECK
+from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.clients import AgentClients
+from bench.rollout.harness.state_check import effects_probe
+from bench.rollout.trajectory import Trajectory
+from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
+from bench.run.errors import DatasetMismatch
+from judge import State, ToolCallView
+from judge.canonical import dump_dsn
+from sandbox import (
+    ProxyCall,
+    ProxyServer,
+    RegisterRequest,
+    Registration,
+    SandboxGoneError,
+    SandboxProvider,
+    ToolPolicy,
+    Upstream,
+)
+from sandbox.container_fate import lost_container
+from sandbox.provider import SandboxSession
+
+__all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
+
+
+def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
+    """The session proxy's registration of `session`: every server with its secret, the
+    containers and the network its watch follows. An empty allow-list means every tool."""
+    policy = policy.model_copy(update={"allowed_tools": policy.allowed_tools or None})
+    headers = dict(session.server_headers)
+    return RegisterRequest(
+        attempt_id=attempt_id,
+        upstreams={
+            d: Upstream(url=u, headers=headers, interface=session.interface)
+            for d, u in session.servers.items()
+        },
+        policy=policy,
+        containers=dict(session.containers),
+        network=session.network,
+    )
+
+
+def call_views(calls: list[ProxyCall]) -> list[ToolCallView]:
+    """The proxy's records as the judge reads them."""
+    return [ToolCallView.from_reply(c.tool, c.arguments, c.result, c.is_error, c.latency_ms) for c in calls]
+
+
+class LiveAttempt:
+    """An open attempt: its sandbox session, its proxy registration and its outcome so far."""
+
+    def __init__(
+        self,
+        spec: AttemptSpec,
+        outcome: AttemptOutcome,
+        session: SandboxSession,
+        proxy: ProxyServer,
+        registration: Registration,
+    ):
+        self.spec = spec
+        self.outcome = outcome
+        self.session = session
+        self.registration = registration
+        self._proxy = proxy
+
+    @property
+    def url(self) -> str:
+        """The session proxy's MCP endpoint of this attempt (what an agent connects to)."""
+        return self.registration.url
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers an agent sends to `url` (the attempt's bearer token)."""
+        return self.registration.headers
+
+    @property
+    def token(self) -> str:
+        return self.registration.token
+
+    def calls(self) -> list[ProxyCall]:
+        """The tool calls the proxy recorded so far."""
+        return self._proxy.calls(self.token)
+
+    def gone(self) -> str | None:
+        """What the proxy's watch saw vanish of the sandbox (a container, the network), or None."""
+        return self._proxy.gone(self.token)
+
+    async def lost_container(self) -> str | None:
+        return await _lost_container(self.session)
+
+    async def dump_state(self) -> State:
+        """The sandbox's canonical state now, read host side."""
+        return await _dump(self.session, self.spec.domain)
+
+
+async def _lost_container(session: SandboxSession) -> str | None:
+    """A container of `session` that died, described (sandbox.container_fate); None when all run."""
+    containers = dict(session.containers)
+    return await asyncio.to_thread(lost_container, containers) if containers else None
+
+
+async def _dump(session: SandboxSession, domain: str) -> State:
+    return await asyncio.to_thread(dump_dsn, session.admin_dsn(domain), domain)
+
+
+@asynccontextmanager
+async def open_attempt(
+    spec: AttemptSpec,
+    provider: SandboxProvider,
+    proxy: ProxyServer,
+    *,
+    outcome: AttemptOutcome | None = None,
+) -> AsyncIterator[LiveAttempt]:
+    """Open `spec`'s attempt, yield it, close it (see the module doc). `outcome`: the
+    record to fill (default a new one): a caller that keeps its own still has the
+    timings and the initial state when the opening fails half way."""
+    outcome = outcome if outcome is not None else AttemptOutcome.of(spec)
+    timings = outcome.timings
+    t = time.monotonic()
+    session = await provider.checkout(spec.sandbox_request())
+    try:
+        timings["sandbox_start"] = time.monotonic() - t
+        try:
+            t = time.monotonic()
+            outcome.initial_state = await _dump(session, spec.domain)
+            timings["initial_dump"] = time.monotonic() - t
+            reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
+            live = LiveAttempt(spec, outcome, session, proxy, reg)
+            t = time.monotonic()
+            try:
+                yield live
+            finally:
+                gone = proxy.gone(reg.token)
+                outcome.calls = call_views(await proxy.aunregister(reg.token))
+                if gone is not None:  # whatever the body saw, this is the cause
+                    raise SandboxGoneError(f"attempt {spec.attempt_id}: {gone}")
+            timings["agent"] = time.monotonic() - t
+            t = time.monotonic()
+            outcome.terminal_state = await _dump(session, spec.domain)
+            timings["final_dump"] = time.monotonic() - t
+        except Exception as exc:
+            # Whatever failed (a dump, a tool call), a dead container is the cause to report.
+            if not isinstance(exc, SandboxGoneError):
+                lost = await _lost_container(session)
+                if lost is not None:
+                    raise SandboxGoneError(f"attempt {spec.attempt_id}: sandbox gone: {lost}") from exc
+            raise
+        t = time.monotonic()
+    finally:
+        await session.close()
+    timings["teardown"] = time.monotonic() - t
+
+
+@functools.lru_cache(maxsize=4)
+def _dataset(path: str, release: str | None, expected: str | None) -> Benchmark:
+    from bench.run.output import dataset_hash
+
+    if expected is not None and dataset_hash(path) != expected:
+        raise DatasetMismatch(f"dataset {path} does not hash to {expected[:12]}… (another version of it)")
+    return load_benchmark(Path(path), release=release, strict=False)
+
+
+async def execute_attempt(
+    spec: AttemptSpec,
+    provider: SandboxProvider,
+    proxy: ProxyServer,
+    *,
+    bench: Benchmark | None = None,
+    clients: AgentClients | None = None,
+) -> AttemptOutcome:
+    """One attempt with tbx's own agent loop inside `open_attempt`; never raises: a
+    system error comes back as `outcome.system_error`. `bench`: the dataset already
+    loaded in this process (else read from `spec.dataset` and checked against its
+    hash); `clients`: model clients shared between attempts."""
+    outcome = AttemptOutcome.of(spec)
+    try:
+        if bench is None:
+            bench = await asyncio.to_thread(
+                _dataset, spec.dataset.path, spec.dataset.release, spec.dataset.hash
+            )
+        task = bench.task(spec.task_id)
+        async with open_attempt(spec, provider, proxy, outcome=outcome) as live:
+            probe = None
+            if STATE_CHECK in spec.harness and outcome.initial_state is not None:
+                # after the initial dump: the effects so far are the sandbox now against it
+                probe = effects_probe(live.dump_state, spec.domain, outcome.initial_state)
+            outcome.trajectory = await run_attempt_agent(
+                spec.agent,
+                task,
+                bench,
+                live.url,
+                live.headers,
+                spec.models,
+                seed=spec.repeat,
+                wall_clock=spec.wall_clock,
+                clients=clients,
+                harness=spec.harness,
+                effects_probe=probe,
+            )
+        outcome.usage = usage_of(outcome.trajectory)
+    except Exception as exc:
+        partial = getattr(exc, "trajectory", None)
+        if outcome.trajectory is None and isinstance(partial, Trajectory):
+            outcome.trajectory = partial
+        outcome.system_error = AttemptFailure(
+            kind=exc.__class__.__name__,
+            message=str(exc),
+            traceback="".join(traceback.format_exception(exc))[-4000:],
+        )
+    return outcome
