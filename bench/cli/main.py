@@ -11,6 +11,7 @@ tbx run --dataset DIR --agent A --out OUT [...]
 tbx conformance --dataset DIR --traces DIR [--domain NAME] [--tasks IDS] [--json] [--concurrency N]
 tbx judge regrade RESULTS [--golden-cache DIR] [--no-replay] [--rejudge-rubrics] [--dry-run] [--json]
 tbx report DIR [DIR...] [--json] [--out DIR] [--models-config FILE] [--k K]
+tbx compare A B [C ...] [--json] [--out DIR] [--seed S]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import sys
 
 from bench.cli import (
+    compare,
     conformance,
     env,
     gc,
@@ -37,7 +39,7 @@ from bench.cli import (
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
 
-COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, view, env, session_proxy)
+COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, compare, view, env, session_proxy)
 
 
 def build_parser() -> argparse.ArgumentParser:

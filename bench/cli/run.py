@@ -82,6 +82,12 @@ def register(sub: Any) -> None:
         "or the keyword-only fallback; recorded in the manifest",
     )
     run.add_argument(
+        "--harness",
+        metavar="NAME[,NAME]",
+        help="harness interventions on (error-hints; docs/harness.md); default: the --config's "
+        "`harness:`, else none; recorded in the manifest and the bundle",
+    )
+    run.add_argument(
         "--ray",
         metavar="auto|ADDRESS",
         help="run the attempts on a Ray cluster's nodes (HOST:PORT of the head, or auto; "
@@ -131,6 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.cli.progress import RunProgress
     from bench.cli.signals import run_async, stop_signals_as_interrupt
     from bench.dataset import default_root, load_benchmark
+    from bench.harness_names import HarnessError, parse_harness
     from bench.llm.config import load_models_config
     from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
@@ -150,6 +157,12 @@ def run_command(args: argparse.Namespace) -> int:
             cfg = getattr(config, role)
             if cfg is not None:
                 check_endpoint(cfg.base_url, role)
+    try:
+        harness = parse_harness(args.harness) if args.harness is not None else ()
+    except HarnessError as exc:
+        raise RunError(f"tbx run: --harness: {exc}") from None
+    if args.harness is None and config is not None:
+        harness = config.harness
     executor = None
     args.ray = args.ray or (config.ray if config is not None else None)
     if args.ray:
@@ -180,12 +193,14 @@ def run_command(args: argparse.Namespace) -> int:
         warm=warm,
         restart_on_change=args.restart_on_change,
         policy_search=args.policy_search,
+        harness=harness,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)
     coordinator = Coordinator(bench, opts, config, progress=progress, notice=_stderr, executor=executor)
     print(
-        f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}, "
+        f"tbx run: {len(tasks)} tasks x {opts.repeat} repeats, agent {opts.agent}"
+        f"{' + ' + ','.join(harness) if harness else ''}, "
         f"concurrency {concurrency}, warm {warm}{f', on Ray at {args.ray}' if args.ray else ''} -> {opts.out}",
         file=sys.stderr,
     )

@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Role = Literal["agent", "user", "judge"]
 ROLES: tuple[Role, ...] = ("agent", "user", "judge")
@@ -115,6 +123,15 @@ class ModelsConfig(BaseModel):
     # Where `tbx run` executes the attempts: a Ray cluster (auto | HOST:PORT); `--ray`
     # wins. Not part of public_dict (the bundle): the same run may resume elsewhere.
     ray: str | None = Field(default=None, min_length=1)
+    # Harness interventions on (docs/harness.md), e.g. [error-hints]; `--harness` wins.
+    harness: tuple[str, ...] = ()
+
+    @field_validator("harness", mode="before")
+    @classmethod
+    def _harness_names(cls, value: Any) -> tuple[str, ...]:
+        from bench.harness_names import parse_harness
+
+        return parse_harness(value)
 
     def role(self, name: str) -> RoleConfig:
         if name not in ROLES:
@@ -140,6 +157,8 @@ class ModelsConfig(BaseModel):
             if cfg is not None:
                 out[r] = cfg.public_dict()
         out["prices"] = {m: p.model_dump() for m, p in sorted(self.prices.items())}
+        if self.harness:  # only when on: a plain config's public form (and bundle) is unchanged
+            out["harness"] = list(self.harness)
         return out
 
 

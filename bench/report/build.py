@@ -31,18 +31,21 @@ def build_report(
     """Read every run directory and compute its metrics; labels are made unique."""
     if not dirs:
         raise ResultsError("no run directory given")
-    runs: list[RunMetrics] = []
-    seen: dict[str, int] = {}
-    for d in dirs:
-        run = load_run(d)
-        m = metrics_for_run(run, k=k, prices=prices, cost_roles=cost_roles)
-        n = seen.get(m.run, 0) + 1
-        seen[m.run] = n
-        if n > 1:
-            m.run = f"{m.run} #{n}"
-        runs.append(m)
+    runs = [metrics_for_run(load_run(d), k=k, prices=prices, cost_roles=cost_roles) for d in dirs]
+    for m, label in zip(runs, unique_labels([m.run for m in runs]), strict=True):
+        m.run = label
     front = mark_pareto(runs)
     return Report(runs=runs, pareto_frontier=front)
+
+
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """Run labels made unique: the second and later of a name get ` #2`, ` #3`."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        n = seen[label] = seen.get(label, 0) + 1
+        out.append(label if n == 1 else f"{label} #{n}")
+    return out
 
 
 def report_json(report: Report) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from bench.report.build import Report
 from bench.report.metrics import RunMetrics
 from bench.report.tables import (
     DASH,
+    agent_text,
     domain_rows,
     flag_lines,
     fmt_pct,
@@ -336,7 +337,7 @@ def render_html(report: Report, view_href: str | None = None) -> str:
     parts.append(signature_figure(report.runs))
     for i, r in enumerate(report.runs):
         parts.append(f'<section class="run" id="run-{i}"><h2>Run: {escape(r.run)}</h2>')
-        meta = f"agent: {r.agent or DASH}; model: {r.model or DASH}; K={r.k}"
+        meta = f"agent: {agent_text(r)}; model: {r.model or DASH}; K={r.k}"
         parts.append(
             f'<p class="note">{escape(meta)}'
             + (f"; <code>{escape(r.path)}</code>" if r.path else "")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from bench.report.build import Report
 from bench.report.tables import (
     DASH,
+    agent_text,
     domain_rows,
     flag_lines,
     fmt_usd,
@@ -54,7 +55,7 @@ def render_markdown(report: Report) -> str:
     lines += ["", "## Pareto frontier: cost per success vs pass@1", "", md_text(frontier_text(report)), ""]
     for r in report.runs:
         lines += [f"## Run: {md_text(r.run)}", ""]
-        meta = [f"agent: {md_text(r.agent or DASH)}", f"model: {md_text(r.model or DASH)}", f"K={r.k}"]
+        meta = [f"agent: {md_text(agent_text(r))}", f"model: {md_text(r.model or DASH)}", f"K={r.k}"]
         if r.path:
             meta.insert(0, f"directory: {md_text(r.path)}")
         lines += ["; ".join(meta), ""]

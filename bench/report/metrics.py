@@ -144,6 +144,7 @@ class RunMetrics(GroupMetrics):
     run: str  # label: manifest run_name, else the directory name
     path: str = ""
     agent: str | None = None
+    harness: list[str] = Field(default_factory=list)  # interventions on (docs/harness.md)
     model: str | None = None
     superseded_rows: int = 0
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
@@ -292,6 +293,12 @@ def manifest_repeats(manifest: Mapping[str, Any]) -> int | None:
     return None
 
 
+def manifest_harness(manifest: Mapping[str, Any]) -> list[str]:
+    """The harness interventions a run had on (`harness` in the manifest; none for older runs)."""
+    value = manifest.get("harness")
+    return [str(x) for x in value] if isinstance(value, list) else []
+
+
 def manifest_prices(manifest: Mapping[str, Any]) -> dict[str, Price]:
     """The price table a run recorded (config.prices or config.models.prices)."""
     for path in (("config", "prices"), ("config", "models", "prices"), ("models", "prices"), ("prices",)):
@@ -416,6 +423,7 @@ def run_metrics(
         run=label,
         path=path,
         agent=_name(manifest.get("agent")),
+        harness=manifest_harness(manifest),
         model=model,
         superseded_rows=superseded_rows,
         colliding_rows=colliding_rows,

@@ -42,6 +42,11 @@ def pass_hat_big_k(m: GroupMetrics) -> float | None:
     return None if m.retention_k is None else m.pass_hat_k.get(m.retention_k)
 
 
+def agent_text(r: RunMetrics) -> str:
+    """The agent and the harness interventions it ran with."""
+    return (r.agent or DASH) + (f" + {', '.join(r.harness)}" if r.harness else "")
+
+
 def k_of_k_text(m: GroupMetrics) -> str:
     share = m.observed_k_of_k.share
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
@@ -70,7 +75,7 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 r.run,
-                r.agent or DASH,
+                agent_text(r),
                 r.model or DASH,
                 str(r.tasks),
                 str(r.attempts),

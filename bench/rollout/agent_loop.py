@@ -38,13 +38,14 @@ import asyncio
 import contextlib
 import copy
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp import Client
 
 from bench.dataset import AgentPrompt, Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
+from bench.harness_names import STATE_CHECK, parse_harness
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, ScriptedUser
@@ -61,6 +62,8 @@ from bench.rollout.conversation import (
     is_done,
     single_exception,
 )
+from bench.rollout.harness.hook import tool_message
+from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.prompts import agent_prompt, default_prompt, prompt_setup
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
@@ -83,6 +86,7 @@ __all__ = [
     "parse_arguments",
     "run_attempt_agent",
     "run_loop",
+    "state_check",
 ]
 
 
@@ -94,7 +98,7 @@ def _agent(run: Conversation) -> AgentPolicy:
 async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, Any]]) -> str:
     """Steps until the agent talks to the user: "user", or a finish reason."""
     while True:
-        if run.agent_turns >= run.spec.max_agent_turns:
+        if run.agent_turns >= run.turn_limit:
             return "agent_limit"
         t = time.perf_counter()
         step = await _agent(run).step(run.system + [m.to_openai() for m in run.messages], tools)
@@ -145,7 +149,8 @@ async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, An
                 run.tool_calls.append(rec)
             else:
                 rec = await run.call_tool(client, call_id, tc.name, tc.arguments)
-            run.messages.append(Message(role="tool", tool_call_id=call_id, name=tc.name, content=rec.result))
+            content = tool_message(run.spec.harness, rec)
+            run.messages.append(Message(role="tool", tool_call_id=call_id, name=tc.name, content=content))
         if enders:
             run.done_by = enders[0]
             return "done"
@@ -163,6 +168,8 @@ async def converse(run: Conversation, client: Client) -> None:
     index = 0
     while True:
         outcome = await agent_turn(run, client, tools)
+        if outcome == "done" and await state_check(run):
+            continue
         if outcome != "user":
             run.finish = outcome  # type: ignore[assignment]
             return
@@ -177,6 +184,19 @@ async def converse(run: Conversation, client: Client) -> None:
         if turn.done:
             run.finish = "user_done"
             return
+
+
+async def state_check(run: Conversation) -> bool:
+    """state-check (bench.rollout.harness.state_check): once, when the agent ends, show it
+    the effects of its calls so far and give it a bounded number of steps more."""
+    if STATE_CHECK not in run.spec.harness or run.spec.effects_probe is None or run.state_checked:
+        return False
+    run.state_checked = True
+    turn, record = await check_turn(run.spec.effects_probe, len(run.user_turns))
+    run.add_user(turn)
+    run.metadata["state_check"] = {**record, "agent_turn": run.agent_turns}
+    run.turn_limit = min(run.turn_limit, run.agent_turns + EXTRA_TURNS)
+    return True
 
 
 async def run_loop(
@@ -249,6 +269,8 @@ async def run_attempt_agent(
     max_agent_turns: int | None = None,
     max_user_turns: int | None = None,
     call_timeout: float = CALL_TIMEOUT,
+    harness: Sequence[str] = (),
+    effects_probe: EffectsProbe | None = None,
 ) -> Trajectory:
     """Run one attempt's conversation for `task` against the MCP endpoint.
 
@@ -259,6 +281,8 @@ async def run_attempt_agent(
     get the scripted user, LLM agents the simulated one), `"scripted"`,
     `"llm"`, or any `UserPolicy`. `clients` shares model clients between
     attempts; otherwise they are made from `config` and closed here.
+    `harness`: the interventions on (bench.rollout.harness; default none);
+    `effects_probe`: the attempt's effects so far, which `state-check` shows.
     """
     name, _, arg = agent.partition(":")
     ledger = UsageLedger()
@@ -334,6 +358,8 @@ async def run_attempt_agent(
             call_timeout=call_timeout,
             seed=seed,
             metadata=metadata,
+            harness=parse_harness(harness),
+            effects_probe=effects_probe,
         )
         traj = await run_loop(spec, policy, user_policy, mcp_url, headers, ledger=ledger)
         if config is not None:

@@ -22,6 +22,7 @@ from bench.dataset import ScenarioTool
 from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
+from bench.rollout.harness.state_check import EffectsProbe
 from bench.rollout.tools import parse_arguments
 from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import UserPolicy
@@ -81,6 +82,8 @@ class LoopSpec:
     call_timeout: float = CALL_TIMEOUT
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
+    effects_probe: EffectsProbe | None = None  # state-check: the attempt's effects so far (host side)
 
 
 class Conversation:
@@ -100,6 +103,10 @@ class Conversation:
         self.tools_offered: list[str] = []
         self.metadata: dict[str, Any] = dict(spec.metadata)
         self.agent_turns = 0
+        # tbx's loop stops at this many agent steps; a state check (bench.rollout.harness)
+        # lowers it to a bounded number of extra steps
+        self.turn_limit = spec.max_agent_turns
+        self.state_checked = False
         self.finish: FinishReason | None = None
         self.done_by: str | None = None
         self.error: str | None = None

@@ -70,13 +70,16 @@ class ToolCall(BaseModel):
     via_mcp: bool = True
     builtin: bool = False
     agent_turn: int = 0
+    # error-hints (bench.rollout.harness): the category shown to the model after `result`,
+    # which itself stays the reply as received
+    hint: str | None = None
 
 
 class UserTurn(BaseModel):
     """One user message: the task's query, a scripted reply or a simulated (LLM) reply."""
 
     index: int
-    source: Literal["query", "llm", "scripted"]
+    source: Literal["query", "llm", "scripted", "harness"]  # harness: tbx's state-check message
     text: str
     done: bool = False
     raw: str | None = None  # the LLM completion before cleaning

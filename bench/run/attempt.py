@@ -20,6 +20,7 @@ where the golden end states live (`bench.run.grading`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_serializer
@@ -80,6 +81,8 @@ class AttemptSpec(BaseModel):
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     # What the policy-search tool runs: vector + keyword hybrid, or the keyword fallback.
     policy_search: PolicySearch = POLICY_SEARCH
+    # Harness interventions on (bench.rollout.harness.parse_harness order); empty: none.
+    harness: list[str] = Field(default_factory=list)
 
     @field_serializer("models")
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
@@ -119,6 +122,7 @@ def attempt_spec(
     wall_clock: float = WALL_CLOCK,
     limits: Limits | None = None,
     policy_search: PolicySearch = POLICY_SEARCH,
+    harness: Sequence[str] = (),
 ) -> AttemptSpec:
     """The spec of (task, repeat) in a run: seed rows and documents resolved here."""
     init = bench.effective_init(task)
@@ -139,6 +143,7 @@ def attempt_spec(
         policy_sources=[s.model_dump() for s in init.sources],
         tool_policy=task_tool_policy(bench, task),
         policy_search=policy_search,
+        harness=list(harness),
     )
 
 

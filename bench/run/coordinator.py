@@ -78,6 +78,8 @@ class RunOptions(BaseModel):
     # Seconds the run holds new tries while the container daemon does not answer
     # (bench.run.daemon); past that it stops, resumable.
     daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
+    # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
+    harness: tuple[str, ...] = ()
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -182,6 +184,7 @@ class Coordinator:
             wall_clock=self.opts.wall_clock,
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,
+            harness=self.opts.harness,
         )
 
     def _preparation(self, task: Task) -> Preparer:
@@ -223,6 +226,7 @@ class Coordinator:
                 run_id=self.run_id,
                 data_hash=self.data_hash,
                 policy_search=self.opts.policy_search,
+                harness=self.opts.harness,
             )
 
         try:

@@ -31,8 +31,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.dataset import Benchmark, load_benchmark
+from bench.harness_names import STATE_CHECK
 from bench.rollout.agent_loop import run_attempt_agent
 from bench.rollout.clients import AgentClients
+from bench.rollout.harness.state_check import effects_probe
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
 from bench.run.errors import DatasetMismatch
@@ -210,6 +212,10 @@ async def execute_attempt(
             )
         task = bench.task(spec.task_id)
         async with open_attempt(spec, provider, proxy, outcome=outcome) as live:
+            probe = None
+            if STATE_CHECK in spec.harness and outcome.initial_state is not None:
+                # after the initial dump: the effects so far are the sandbox now against it
+                probe = effects_probe(live.dump_state, spec.domain, outcome.initial_state)
             outcome.trajectory = await run_attempt_agent(
                 spec.agent,
                 task,
@@ -220,6 +226,8 @@ async def execute_attempt(
                 seed=spec.repeat,
                 wall_clock=spec.wall_clock,
                 clients=clients,
+                harness=spec.harness,
+                effects_probe=probe,
             )
         outcome.usage = usage_of(outcome.trajectory)
     except Exception as exc:

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,8 @@ def tbx_version() -> str:
 
 def bundle_hash(manifest: dict[str, Any]) -> str:
     bundle = {k: manifest[k] for k in BUNDLE_KEYS}
+    if manifest.get("harness"):  # only when on: a plain run's bundle hash is what it always was
+        bundle["harness"] = list(manifest["harness"])
     return hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
 
 
@@ -226,6 +228,7 @@ def write_manifest(
     run_id: str | None = None,
     data_hash: str | None = None,
     policy_search: str = "hybrid",
+    harness: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Write manifest.json (merged with a previous one when resuming; raises
     BundleChanged when the previous results belong to another bundle)."""
@@ -242,6 +245,7 @@ def write_manifest(
         "run_id": run_id,
         "config": config.public_dict() if config is not None else None,
         "policy_search": policy_search,
+        "harness": list(harness),
         "started_at": datetime.now(UTC).isoformat(),
     }
     manifest["bundle_hash"] = bundle_hash(manifest)
@@ -273,6 +277,8 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     if previous is None:
         return
     changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
+    if list(previous.get("harness") or []) != list(manifest.get("harness") or []):
+        changed.append("harness")
     results = out / "results.jsonl"
     if changed and results.exists() and results.stat().st_size:
         raise BundleChanged(out, changed, previous)

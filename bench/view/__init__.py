@@ -6,4 +6,5 @@ pages.py   renders the tasks, task and attempt pages (plain HTML; the tasks page
 assets.py  the site's CSS and JavaScript (written as local files: nothing from the network)
 site.py    writes the site, one attempt at a time, next to report.html
 serve.py   serves a written site on 127.0.0.1
+compare_links.py  tbx compare's links from flipped tasks to the task pages of these sites
 """

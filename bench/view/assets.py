@@ -47,6 +47,7 @@ pre{background:#f6f6f6;border:1px solid #e2e2e2;padding:6px 8px;margin:4px 0;whi
 .call{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;font-weight:600}
 .badge{display:inline-block;font-size:.75em;padding:0 5px;border-radius:3px;background:#b3261e;color:#fff;
   margin-left:6px;vertical-align:middle}
+.badge.hint{background:#5b4a9e}
 tr.hl td{background:#fff6d6}tr.hl td.expected,td.expected{background:#e3f4e7}tr.hl td.got,td.got{background:#fbe3e1}
 .diffrow{margin:6px 0 12px}.what{font-weight:600}
 details>summary{cursor:pointer;color:#2a5db0}

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import Price
-from bench.report.metrics import manifest_prices, manifest_repeats, manifest_role_models
+from bench.report.metrics import manifest_harness, manifest_prices, manifest_repeats, manifest_role_models
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from judge.canonical import State
@@ -46,6 +46,10 @@ class Run:
     def agent(self) -> str | None:
         agent = self.manifest.get("agent")
         return agent if isinstance(agent, str) else None
+
+    @property
+    def harness(self) -> list[str]:
+        return manifest_harness(self.manifest)
 
     @property
     def repeats(self) -> int:

@@ -100,8 +100,10 @@ def _strip(per_run: Sequence[Summary | None], root: str, current: str | None = N
 
 def tasks_page(runs: Sequence[Run], notes: Sequence[str], report_href: str | None) -> str:
     meta = [
-        f"<b>{_e(r.label)}</b>: {len(r.rows)} attempts, agent {_e(r.agent or '—')}, "
-        f"K={r.repeats} <code>{_e(r.path)}</code>"
+        f"<b>{_e(r.label)}</b>: {len(r.rows)} attempts, agent {_e(r.agent or '—')}"
+        + (f" + harness {_e(', '.join(r.harness))}" if r.harness else "")
+        + ", "
+        + f"K={r.repeats} <code>{_e(r.path)}</code>"
         for r in runs
     ]
     body = [
@@ -307,6 +309,8 @@ def conversation(traj: Trajectory) -> list[str]:
             who = (
                 "user (the task's goal)"
                 if turn is not None and turn.source == "query"
+                else "tbx state check (harness)"
+                if turn is not None and turn.source == "harness"
                 else ("simulated user" if turn is None or turn.source == "llm" else "scripted user")
             )
             out.append(_message(who, "user", _text(m.content)))
@@ -334,10 +338,18 @@ def conversation(traj: Trajectory) -> list[str]:
                 note = ""
                 if rec is not None and not rec.via_mcp:
                     note = ' <span class="muted">(answered locally, not sent to the server)</span>'
+                if rec is not None and rec.hint:
+                    # error-hints: the exact reply below, the category the model read after it here
+                    note += (
+                        f' <span class="badge hint" data-hint="{_e(rec.hint)}">'
+                        f"error-hints: {_e(rec.hint.replace('_', ' '))}</span>"
+                    )
                 out.append(
                     _reply(
                         name,
-                        reply.content or "" if reply is not None else (rec.result if rec else ""),
+                        rec.result
+                        if rec is not None and rec.hint
+                        else (reply.content or "" if reply is not None else (rec.result if rec else "")),
                         bool(rec and (rec.is_error or rec.error_envelope)),
                         rec.latency_ms if rec else None,
                         note,

@@ -29,7 +29,7 @@ class ScriptedUser:
     @staticmethod
     def from_trajectory(trajectory: Trajectory) -> ScriptedUser:
         """Replay the user turns recorded in `trajectory`; when they run out, close the chat."""
-        turns: list[UserTurn] = [t for t in trajectory.user_turns if t.source != "query"]
+        turns: list[UserTurn] = [t for t in trajectory.user_turns if t.source not in ("query", "harness")]
         if turns and turns[-1].done:
             return ScriptedUser([t.text for t in turns[:-1]], closing=turns[-1].text, end=True)
         return ScriptedUser([t.text for t in turns])
