@@ -39,7 +39,21 @@ from bench.cli import (
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
 
-COMMANDS = (images, gc, up, proxy, tasks, run, conformance, regrade, report, compare, view, env, session_proxy)
+COMMANDS = (
+    images,
+    gc,
+    up,
+    proxy,
+    tasks,
+    run,
+    conformance,
+    regrade,
+    report,
+    compare,
+    view,
+    env,
+    session_proxy,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
