@@ -70,24 +70,7 @@ from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser, UserPolicy
 from sandbox import list_all_tools
 
-# The names callers have always imported from here (the pieces now live in
-# rollout.tools / prompts / conversation / clients).
-__all__ = [
-    "DEFAULT_MAX_AGENT_TURNS",
-    "DEFAULT_MAX_USER_TURNS",
-    "AgentClients",
-    "LoopSpec",
-    "McpEndpointError",
-    "agent_turn",
-    "apply_overrides",
-    "converse",
-    "mcp_client",
-    "mcp_tool_to_openai",
-    "parse_arguments",
-    "run_attempt_agent",
-    "run_loop",
-    "state_check",
-]
+__all__ = ["agent_turn", "converse", "run_attempt_agent", "run_loop", "state_check"]
 
 
 def _agent(run: Conversation) -> AgentPolicy:
