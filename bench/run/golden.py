@@ -92,7 +92,7 @@ def servers_image_id() -> str:
 
 
 @functools.cache
-def _canonical_source_hash() -> str:
+def canonical_source_hash() -> str:
     return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
 
 
@@ -107,7 +107,7 @@ def golden_key(
         "calls": [[tool, params] for tool, params in calls],
         "seed": seeded_rows,
         "image": image_id,
-        "canonical": _canonical_source_hash(),
+        "canonical": canonical_source_hash(),
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()

@@ -20,10 +20,9 @@ from pathlib import Path
 
 from bench.prepare import TaskPreparation
 from bench.replay.mcp_calls import replay_calls
-from bench.replay.sandboxed import dump_dsn
-from bench.run.golden import _canonical_source_hash, check_golden_calls, default_cache_dir
+from bench.run.golden import canonical_source_hash, check_golden_calls, default_cache_dir
 from bench.session_api.server_config import SessionServer
-from judge.canonical import state_hash
+from judge.canonical import dump_dsn, state_hash
 from judge.record_files import atomic_write
 from judge.records import GoldenState, ToolCallView
 from sandbox import SandboxProvider, SandboxRequest
@@ -40,7 +39,7 @@ def golden_key(entry: SessionServer, image_id: str) -> str:
         "calls": [[tool, params] for tool, params in entry.golden_calls],
         "seed": entry.rows,
         "image": image_id,
-        "canonical": _canonical_source_hash(),
+        "canonical": canonical_source_hash(),
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
