@@ -91,6 +91,22 @@ def servers_image_id() -> str:
     return image_id
 
 
+def read_golden_file(path: Path, key: str) -> GoldenState | None:
+    """A cached golden state stored under `key`, or None when missing, unreadable or
+    inconsistent (another key, or a final state that no longer hashes to its hash)."""
+    try:
+        golden = GoldenState.model_validate_json(gzip.decompress(path.read_bytes()))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable golden cache file %s: %s", path, exc)
+        return None
+    if golden.key != key or state_hash(golden.final_state) != golden.golden_hash:
+        log.warning("ignoring inconsistent golden cache file %s", path)
+        return None
+    return golden
+
+
 @functools.cache
 def canonical_source_hash() -> str:
     return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
@@ -166,17 +182,7 @@ class GoldenStore:
         if not p.exists():
             # Written before the per-build directories (the key covers the build: still valid).
             p = self.cache_dir / key[:2] / f"{key}.json.gz"
-        try:
-            golden = GoldenState.model_validate_json(gzip.decompress(p.read_bytes()))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable golden cache file %s: %s", p, exc)
-            return None
-        if golden.key != key or state_hash(golden.final_state) != golden.golden_hash:
-            log.warning("ignoring inconsistent golden cache file %s", p)
-            return None
-        return golden
+        return read_golden_file(p, key)
 
     def save(self, golden: GoldenState) -> None:
         atomic_write(self.path(golden.key), gzip.compress(golden.model_dump_json().encode(), mtime=0))

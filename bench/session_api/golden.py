@@ -20,7 +20,12 @@ from pathlib import Path
 
 from bench.prepare import TaskPreparation
 from bench.replay.mcp_calls import replay_calls
-from bench.run.golden import canonical_source_hash, check_golden_calls, default_cache_dir
+from bench.run.golden import (
+    canonical_source_hash,
+    check_golden_calls,
+    default_cache_dir,
+    read_golden_file,
+)
 from bench.session_api.server_config import SessionServer
 from judge.canonical import dump_dsn, state_hash
 from judge.record_files import atomic_write
@@ -65,16 +70,7 @@ class GoldenCache:
         return self.cache_dir / key[:2] / f"{key}.json.gz"
 
     def _load(self, key: str) -> GoldenState | None:
-        try:
-            golden = GoldenState.model_validate_json(gzip.decompress(self._path(key).read_bytes()))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable golden cache file for %s: %s", key, exc)
-            return None
-        if golden.key != key or state_hash(golden.final_state) != golden.golden_hash:
-            return None
-        return golden
+        return read_golden_file(self._path(key), key)
 
     async def get(self, entry: SessionServer) -> GoldenState:
         key = await asyncio.to_thread(golden_key, entry, self._image_id())
