@@ -20,6 +20,7 @@ from bench.defaults import POLICY_SEARCH, PolicySearch
 from sandbox.errors import SeedError
 from sandbox.preparer import TypesenseEndpoint
 from sandbox.sandbox import SandboxRequest
+from sandbox.tls import client_ssl_context
 from servers import knowledge
 from servers.engine.seeding import DataPatchError, initial_rows, load_state
 from servers.registry import load_domain
@@ -78,7 +79,7 @@ class TaskPreparation(BaseModel):
     def index(self, typesense: TypesenseEndpoint) -> bool:
         if not self.sources:
             return False
-        client = knowledge.make_client(typesense.url, typesense.api_key)
+        client = knowledge.make_client(typesense.url, typesense.api_key, verify=client_ssl_context())
         vectors = None
         if self.policy_search == "hybrid":  # computed on the host once per text, then cached
             vectors = knowledge.document_vectors(knowledge.snippet_texts(self.sources))

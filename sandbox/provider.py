@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, Protocol
 
 from sandbox import runtime_volumes
 from sandbox.boots import BootGate
+from sandbox.cpu_weight import raise_to_running
 from sandbox.errors import SandboxError
 from sandbox.host_firewall import bridge_name
 from sandbox.labels import ORPHAN_TTL
@@ -338,8 +339,16 @@ class DockerProvider(SandboxProvider):
         return DockerSession(sandbox)
 
     async def checkout(self, request: SandboxRequest) -> SandboxSession:
-        if not self.warm_size:
-            return await super().checkout(request)
+        session = await (self._from_pool(request) if self.warm_size else super().checkout(request))
+        try:
+            # booted and prepared at a low CPU weight; an attempt's set runs at the normal one
+            await asyncio.to_thread(raise_to_running, session.containers.values())
+        except BaseException:
+            await asyncio.shield(session.close())
+            raise
+        return session
+
+    async def _from_pool(self, request: SandboxRequest) -> SandboxSession:
         self.alive += 1
         try:
             pool = await self.warm_up(request)

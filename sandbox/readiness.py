@@ -2,7 +2,8 @@
 (`ServiceSpec.ready`): polled quickly at first and more slowly the longer it
 takes, with a start timeout that counts time without CPU progress
 (`sandbox.start_deadline`), and a check every half second that the container
-has not died meanwhile (then the error says how, with its last log lines)."""
+has not died meanwhile (read from its cgroup where the host shows it, else
+asked of the daemon; the error says how it ended, with its last log lines)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from testcontainers.core.container import DockerContainer
 from sandbox.container_fate import describe
 from sandbox.errors import ContainerStartError
 from sandbox.oom import oom_killed
-from sandbox.start_deadline import HARD_CAP, StartDeadline
+from sandbox.start_deadline import HARD_CAP, StartDeadline, container_running
 
 POLL_INTERVAL = 0.01
 MAX_POLL_INTERVAL = 0.05
@@ -66,8 +67,10 @@ def wait_ready(
     next_check = time.monotonic() + ALIVE_CHECK_EVERY
     # The timeout counts time without progress (sandbox.start_deadline): a container still
     # using CPU is starting slowly on a busy machine, not hung.
-    wait = StartDeadline(deadline - start_timeout, start_timeout, container.get_wrapped_container().id)
+    cid = container.get_wrapped_container().id
+    wait = StartDeadline(deadline - start_timeout, start_timeout, cid)
     started = time.monotonic()
+    seen = False  # its cgroup was read once: a cgroup gone later means the container ended
     while not wait.expired():
         raise_if_aborted()
         try:
@@ -75,7 +78,13 @@ def wait_ready(
         except Exception as exc:  # the service is not up yet
             last = exc
         if time.monotonic() >= next_check:
-            check_alive(role, container)
+            # The cgroup says whether it still runs at no cost; the daemon is asked (an
+            # inspect: dockerd CPU, taken from the boots it waits for) only when the
+            # cgroup cannot tell or says it ended, to learn how.
+            running = container_running(cid, seen)
+            seen = seen or running is not None
+            if running is not True:
+                check_alive(role, container)
             wait.look()
             next_check = time.monotonic() + ALIVE_CHECK_EVERY
         time.sleep(poll_interval(time.monotonic() - started))

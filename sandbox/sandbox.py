@@ -33,6 +33,7 @@ from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
 from sandbox import runtime_volumes
+from sandbox.cpu_weight import raise_to_running
 from sandbox.docker_client import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
@@ -184,6 +185,8 @@ class Sandbox:
             try:
                 self.boot()
                 self.handle = self.prepare()
+                # used at once (not pooled): the weight of a set in use (sandbox.cpu_weight)
+                raise_to_running(self.handle.containers.values())
             except BaseException:
                 self.close()
                 raise
@@ -402,8 +405,10 @@ class Sandbox:
             with contextlib.suppress(Exception):
                 self._admin_conn.close()
         client = docker_client()
+        # sparse: the listing's summaries are enough to remove by id (not sparse, the
+        # SDK inspects every container it lists: three more daemon calls per set)
         victims = client.containers.list(
-            all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}, ignore_removed=True
+            all=True, filters={"label": f"{lbl.ATTEMPT}={self.request.attempt_id}"}, sparse=True
         )
         with ThreadPoolExecutor(max_workers=max(1, len(victims))) as pool:
             list(pool.map(remove_container, victims))

@@ -30,6 +30,9 @@ from docker.types import EndpointConfig, Mount
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from sandbox.cpu_weight import BOOT_SHARES
+from sandbox.tls import client_ssl_context
+
 PG_PORT = 5432
 TYPESENSE_PORT = 8108
 SERVER_PORT = 8000
@@ -89,7 +92,7 @@ class HttpProbe:
         # A refused TCP connect costs ~0.03 ms of CPU, a refused httpx GET ~0.3 ms; the server
         # binds its port only once its imports are done, so until then only the cheap probe
         # runs (measured under load: 75 -> 42 ms of this process's CPU per second of waiting).
-        with httpx.Client(timeout=1.0, headers=self.headers) as client:
+        with httpx.Client(timeout=1.0, headers=self.headers, verify=client_ssl_context()) as client:
 
             def probe() -> None:
                 socket.create_connection((host, port), timeout=1.0).close()
@@ -113,7 +116,14 @@ class PostgresProbe:
             dbname="postgres",
             connect_timeout=2,
         )
-        yield lambda: psycopg.connect(dsn, autocommit=True)
+
+        def probe() -> psycopg.Connection[Any]:
+            # A refused TCP connect first, as for HttpProbe: libpq's failed attempt costs
+            # several times more, and PostgreSQL listens only once its start is done.
+            socket.create_connection((host, port), timeout=2.0).close()
+            return psycopg.connect(dsn, autocommit=True)
+
+        yield probe
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,8 @@ def hardened_container(
         "memswap_limit": limits.memory,
         "pids_limit": limits.pids,
         **({"nano_cpus": int(limits.cpus * 1e9)} if limits.cpus else {}),
+        # low until an attempt has the set (sandbox.cpu_weight)
+        "cpu_shares": BOOT_SHARES,
         "read_only": True,
         "ipc_mode": "private",
     }

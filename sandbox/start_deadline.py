@@ -22,15 +22,33 @@ HARD_CAP = 10.0  # the longest wait, in start timeouts, however busy the contain
 MIN_PROGRESS = 0.005  # CPU-seconds between two looks that count as progress
 
 
-def container_cpu(container_id: str) -> float | None:
-    """CPU seconds the container has used (cgroup v1 or v2 with the systemd driver), None if unreadable."""
-    candidates = (
+def _cpu_files(container_id: str) -> tuple[tuple[Path, float], ...]:
+    """Where the container's CPU counter lives (cgroup v1 cgroupfs, v2 systemd or cgroupfs)."""
+    return (
         (CGROUP / "cpuacct" / "docker" / container_id / "cpuacct.usage", 1e9),
         (CGROUP / "cpu,cpuacct" / "docker" / container_id / "cpuacct.usage", 1e9),
         (CGROUP / "system.slice" / f"docker-{container_id}.scope" / "cpu.stat", 1e6),
         (CGROUP / "docker" / container_id / "cpu.stat", 1e6),
     )
-    for path, scale in candidates:
+
+
+def container_running(container_id: str, seen: bool) -> bool | None:
+    """Whether the container still has processes, from its cgroup (no daemon call):
+    True while it does, False once it has none or its cgroup is gone after having
+    been `seen`, None when this host's cgroups cannot tell (ask the daemon)."""
+    for path, _ in _cpu_files(container_id):
+        try:
+            return bool((path.parent / "cgroup.procs").read_text().strip())
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return False if seen else None
+
+
+def container_cpu(container_id: str) -> float | None:
+    """CPU seconds the container has used (cgroup v1 or v2 with the systemd driver), None if unreadable."""
+    for path, scale in _cpu_files(container_id):
         try:
             text = path.read_text()
         except OSError:

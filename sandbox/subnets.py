@@ -115,6 +115,30 @@ def free_subnets(
     return [s for s in within.subnets(new_prefix=PREFIX) if not any(s.overlaps(t) for t in taken)]
 
 
+RANDOM_PICKS = 64  # random draws before listing every free subnet of the range
+
+
+def pick_free(
+    taken: Iterable[ipaddress.IPv4Network],
+    within: ipaddress.IPv4Network,
+    tried: set[ipaddress.IPv4Network] = frozenset(),  # type: ignore[assignment]
+) -> ipaddress.IPv4Network | None:
+    """A random free subnet of `within` not in `tried`, or None when none is left. Draws
+    at random first: listing all of a /16's 2048 subnets against every taken one (one
+    check per pair) cost each sandbox start tens of ms of CPU (py-spy, in
+    benchmarks/attempt_cpu.py); the list is only made when draws keep hitting taken ones."""
+    taken = [t for t in taken if t.overlaps(within)]
+    size = 2 ** (32 - PREFIX)
+    count = within.num_addresses // size
+    base = int(within.network_address)
+    for _ in range(RANDOM_PICKS):
+        s = ipaddress.IPv4Network((base + random.randrange(count) * size, PREFIX))
+        if s not in tried and not any(s.overlaps(t) for t in taken):
+            return s
+    free = [s for s in free_subnets(taken, within) if s not in tried]
+    return random.choice(free) if free else None
+
+
 def _overlap(exc: docker.errors.APIError) -> bool:
     text = str(exc).lower()
     return "overlap" in text or "address already in use" in text
@@ -126,11 +150,10 @@ def with_subnet(client: docker.DockerClient, create: Callable[[AttemptSubnet], T
     within = tbx_range()
     tried: set[ipaddress.IPv4Network] = set()
     for _ in range(MAX_TRIES):
-        free = [s for s in free_subnets([*docker_subnets(client), *host_routes()], within) if s not in tried]
-        if not free:
-            break
         # A random free subnet: processes starting attempts at once rarely pick the same one.
-        choice = random.choice(free)
+        choice = pick_free([*docker_subnets(client), *host_routes()], within, tried)
+        if choice is None:
+            break
         tried.add(choice)
         try:
             return create(AttemptSubnet(choice))

@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig
+from sandbox.tls import client_ssl_context
 
 __all__ = ["MCP_HTTP_TIMEOUT", "AgentClients", "mcp_client"]
 
@@ -24,7 +25,9 @@ async def mcp_client(url: str, headers: Mapping[str, str] | None = None) -> Asyn
     """An MCP client session on `url`, sending `headers` with every request."""
     if headers:
         async with (
-            httpx2.AsyncClient(headers=dict(headers), timeout=MCP_HTTP_TIMEOUT) as http,
+            httpx2.AsyncClient(
+                headers=dict(headers), timeout=MCP_HTTP_TIMEOUT, verify=client_ssl_context()
+            ) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             yield client

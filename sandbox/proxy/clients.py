@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.proxy.models import Registration
 from sandbox.proxy.relay import bind_to_device
+from sandbox.tls import client_ssl_context
 
 
 def upstream_client(
@@ -35,7 +36,7 @@ def upstream_client(
             httpx2.AsyncClient(
                 headers=dict(headers or {}),
                 timeout=timeout,
-                transport=httpx2.AsyncHTTPTransport(socket_options=options),
+                transport=httpx2.AsyncHTTPTransport(verify=client_ssl_context(), socket_options=options),
             ) as http,
             streamable_http_client(url, http_client=http) as streams,
         ):

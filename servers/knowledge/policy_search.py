@@ -63,6 +63,7 @@ import contextlib
 import math
 import os
 import re
+import ssl
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -493,7 +494,12 @@ class TypesenseSettings:
 
 
 def make_client(
-    url: str, api_key: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES
+    url: str,
+    api_key: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    retries: int = DEFAULT_RETRIES,
+    verify: bool | ssl.SSLContext = True,
 ) -> typesense.Client:
     """A ``typesense.Client`` for one node at ``url`` (``http://host[:port]``, port defaults to 8108).
 
@@ -520,6 +526,7 @@ def make_client(
         "retry_interval_seconds": 0.1,
         "healthcheck_interval_seconds": 1,
         "suppress_deprecation_warnings": True,
+        "verify": verify,  # a shared context spares the host a CA-bundle load per client
     }
     with warnings.catch_warnings():  # the client warns about its own analytics v1 attribute
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -153,3 +153,29 @@ def test_an_exhausted_address_pool_is_a_clear_error_with_the_fix_and_starts_noth
     owner = {"label": f"{lbl.OWNER_PID}={proc.popen.pid}"}
     assert dclient.containers.list(all=True, filters=owner) == []
     assert dclient.networks.list(filters=owner) == []
+
+
+def test_a_container_that_dies_while_starting_is_named_at_once(
+    base_images: Any, retail_rows: Any, run_id: str
+) -> None:
+    """PostgreSQL refuses its command line and exits: the readiness wait learns it from
+    the container's cgroup (or the daemon) within its next look, not at the start timeout."""
+    import time
+
+    from sandbox.errors import ContainerStartError
+    from sandbox.services import Limits
+
+    request = seeded_request(
+        {"retail": retail_rows},
+        domains=["retail"],
+        typesense=False,
+        run_id=run_id,
+        limits=Limits(pg_temp_file_limit="not-a-size"),
+        start_timeout=300,
+    )
+    t = time.monotonic()
+    with pytest.raises(ContainerStartError, match=r"postgres.*exited with code") as err:
+        Sandbox(request).start()
+    assert time.monotonic() - t < 100, "waited for the start timeout instead of seeing the exit"
+    assert "temp_file_limit" in str(err.value)  # its last log lines say why
+    assert leftovers(run_id) == ([], [])

@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from sandbox.boots import LIMIT_ENV, BootGate, default_limit
+from sandbox.boots import CPU_GATE_ENV, LIMIT_ENV, SATURATED, BootGate, CpuBusy, cpu_meter, default_limit
 
 
 def test_no_more_than_the_limit_run_at_once_and_every_call_runs() -> None:
-    gate = BootGate(limit=2)
+    gate = BootGate(limit=2, cpu_share=None)
     lock = threading.Lock()
     now = {"running": 0, "peak": 0}
 
@@ -39,7 +40,7 @@ def test_no_more_than_the_limit_run_at_once_and_every_call_runs() -> None:
 
 
 def test_a_cancelled_queued_call_never_starts() -> None:
-    gate = BootGate(limit=1)
+    gate = BootGate(limit=1, cpu_share=None)
     started: list[str] = []
     release = threading.Event()
 
@@ -76,3 +77,53 @@ def test_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             default_limit()
     monkeypatch.delenv(LIMIT_ENV)
     assert default_limit() >= 2
+
+
+def test_a_boot_waits_while_the_cores_are_saturated_but_one_always_runs() -> None:
+    share = {"now": 1.0}  # saturated until the test says otherwise
+    gate = BootGate(limit=4, cpu_share=lambda: share["now"])
+    order: list[str] = []
+    release = threading.Event()
+
+    def first() -> None:
+        order.append("first")
+        release.wait(5)
+
+    async def go() -> None:
+        a = asyncio.ensure_future(gate.run(first))  # nothing runs: it starts, saturated or not
+        while not order:
+            await asyncio.sleep(0.01)
+        b = asyncio.ensure_future(gate.run(lambda: order.append("second")))
+        await asyncio.sleep(0.3)
+        assert order == ["first"] and gate.held_for_cpu == 1  # held: a thread is free, the CPU is not
+        share["now"] = SATURATED - 0.2
+        await asyncio.wait_for(b, 2)
+        assert order == ["first", "second"]
+        share["now"] = 1.0
+        c = asyncio.ensure_future(gate.run(lambda: order.append("third")))
+        await asyncio.sleep(0.2)
+        assert "third" not in order
+        release.set()  # the running boot ends: the held one may go, however busy the machine
+        await asyncio.wait_for(asyncio.gather(a, c), 2)
+        assert order[-1] == "third"
+
+    try:
+        asyncio.run(go())
+    finally:
+        gate.close()
+
+
+def test_the_cpu_meter_reads_proc_stat_and_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal
+    stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\n")
+    meter = CpuBusy(str(stat))
+    stat.write_text("cpu  250 0 200 850 0 0 0 0 0 0\n")  # 250 busy of 300 since
+    time.sleep(0.3)
+    assert meter.share() == pytest.approx(250 / 300)
+    monkeypatch.setenv(CPU_GATE_ENV, "0")
+    assert cpu_meter() is None and BootGate(limit=1).cpu_share is None
+    monkeypatch.delenv(CPU_GATE_ENV)
+    assert BootGate(limit=1).cpu_share is not None  # this host has /proc/stat

@@ -42,3 +42,21 @@ def test_without_a_readable_cgroup_the_deadline_is_wall_clock(monkeypatch: pytes
     wait = StartDeadline(0.0, 10.0, "c")
     wait.look(5.0)
     assert not wait.expired(9.9) and wait.expired(10.0)
+
+
+def test_container_running_reads_the_cgroup_and_says_when_it_cannot_tell(tmp_path, monkeypatch):
+    monkeypatch.setattr(start_deadline, "CGROUP", tmp_path)
+    group = tmp_path / "cpuacct" / "docker" / "abc"
+    # No cgroup of that layout: the host cannot tell (the caller asks the daemon) ...
+    assert start_deadline.container_running("abc", seen=False) is None
+    group.mkdir(parents=True)
+    (group / "cpuacct.usage").write_text("5\n")
+    (group / "cgroup.procs").write_text("123\n456\n")
+    assert start_deadline.container_running("abc", seen=False) is True
+    (group / "cgroup.procs").write_text("")  # its processes exited
+    assert start_deadline.container_running("abc", seen=True) is False
+    for f in group.iterdir():
+        f.unlink()
+    group.rmdir()
+    # ... but a cgroup that was there and is gone means the container ended.
+    assert start_deadline.container_running("abc", seen=True) is False

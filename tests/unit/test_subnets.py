@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import NetworkPoolExhaustedError
-from sandbox.subnets import RANGE_ENV, AttemptSubnet, free_subnets, host_routes, tbx_range
+from sandbox.subnets import RANGE_ENV, AttemptSubnet, free_subnets, host_routes, pick_free, tbx_range
 
 ROUTES = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
 eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
@@ -32,6 +32,19 @@ def test_free_subnets_skip_what_docker_or_a_route_holds() -> None:
     taken = [ipaddress.IPv4Network("10.213.32.0/27"), ipaddress.IPv4Network("10.213.32.64/28")]
     assert [str(s) for s in free_subnets(taken, within)] == ["10.213.32.32/27", "10.213.32.96/27"]
     assert free_subnets([ipaddress.IPv4Network("10.0.0.0/8")], within) == []
+
+
+def test_pick_free_finds_the_one_free_subnet_and_nothing_taken_or_tried() -> None:
+    within = ipaddress.IPv4Network("10.213.0.0/20")  # 128 /27
+    subnets = list(within.subnets(new_prefix=27))
+    free = subnets[77]
+    taken = [s for s in subnets if s != free]
+    assert pick_free(taken, within) == free  # the listing after the random draws miss
+    assert pick_free(taken, within, {free}) is None
+    assert pick_free([ipaddress.IPv4Network("10.0.0.0/8")], within) is None
+    picks = {pick_free(taken[:64], within) for _ in range(200)}
+    assert picks and all(p is not None and p in subnets[64:] for p in picks)
+    assert len(picks) > 1  # random: processes starting at once rarely collide
 
 
 def test_subnet_layout() -> None:
