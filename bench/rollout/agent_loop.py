@@ -26,7 +26,10 @@ the model emits is the model's responsibility: argument text that is not a
 JSON object (invalid JSON, NaN, too deep, too large, lone UTF-16 surrogates)
 and tool names that cannot be sent get an error reply the model sees
 (recorded with `via_mcp` False) and the attempt goes on; unknown tools are
-answered by the endpoint. A model endpoint that stays down raises
+answered by the endpoint. With the `approval` harness a destructive call
+first waits for the simulated user's answer and, refused, is answered with a
+tool error instead (also `via_mcp` False; bench.rollout.harness.approval).
+A model endpoint that stays down raises
 `ModelEndpointError`, an MCP endpoint that fails raises `McpEndpointError`;
 both carry the partial trajectory in `.trajectory` (system errors: never a
 score).
