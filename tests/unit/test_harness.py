@@ -371,3 +371,11 @@ async def test_the_simulated_user_is_asked_with_its_private_context(kvd: FakeMcp
     assert "tool: delete_value" in content and 'details: {"key": "a"}' in content
     # the question is one more user-model call, in the usage like the chat's
     assert traj.usage["user"].calls == 2 and traj.usage["agent"].calls == 3
+
+
+async def test_a_scripted_user_approves_once_its_answers_run_out() -> None:
+    # so the built-in agents (oracle) pass with approval on
+    user = ScriptedUser(approvals=["REFUSE not now"])
+    first, second = [await user.approve([], "tool: x", index=i) for i in range(2)]
+    assert (first.approved, first.reason, first.source) == (False, "not now", "scripted")
+    assert second.approved and second.question == "tool: x"
