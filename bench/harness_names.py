@@ -8,10 +8,11 @@ from collections.abc import Iterable
 
 ERROR_HINTS = "error-hints"
 STATE_CHECK = "state-check"
+APPROVAL = "approval"
 # every intervention tbx implements, in the order their names are recorded
-HARNESS_NAMES: tuple[str, ...] = (ERROR_HINTS, STATE_CHECK)
+HARNESS_NAMES: tuple[str, ...] = (ERROR_HINTS, STATE_CHECK, APPROVAL)
 # described in docs/harness.md, not implemented yet: named so the error says so
-PLANNED = ("approval",)
+PLANNED: tuple[str, ...] = ()
 
 
 class HarnessError(ValueError):

@@ -84,8 +84,8 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--harness",
         metavar="NAME[,NAME]",
-        help="harness interventions on (error-hints; docs/harness.md); default: the --config's "
-        "`harness:`, else none; recorded in the manifest and the bundle",
+        help="harness interventions on (error-hints, state-check, approval; docs/harness.md); "
+        "default: the --config's `harness:`, else none; recorded in the manifest and the bundle",
     )
     run.add_argument(
         "--ray",

@@ -26,7 +26,10 @@ the model emits is the model's responsibility: argument text that is not a
 JSON object (invalid JSON, NaN, too deep, too large, lone UTF-16 surrogates)
 and tool names that cannot be sent get an error reply the model sees
 (recorded with `via_mcp` False) and the attempt goes on; unknown tools are
-answered by the endpoint. A model endpoint that stays down raises
+answered by the endpoint. With the `approval` harness a destructive call
+first waits for the simulated user's answer and, refused, is answered with a
+tool error instead (also `via_mcp` False; bench.rollout.harness.approval).
+A model endpoint that stays down raises
 `ModelEndpointError`, an MCP endpoint that fails raises `McpEndpointError`;
 both carry the partial trajectory in `.trajectory` (system errors: never a
 score).
@@ -45,7 +48,7 @@ from mcp import Client
 
 from bench.dataset import AgentPrompt, Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
-from bench.harness_names import STATE_CHECK, parse_harness
+from bench.harness_names import APPROVAL, STATE_CHECK, parse_harness
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, ScriptedUser
@@ -62,15 +65,16 @@ from bench.rollout.conversation import (
     is_done,
     single_exception,
 )
+from bench.rollout.harness.approval import needs_approval, question, refusal
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.prompts import agent_prompt, default_prompt, prompt_setup
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
-from bench.rollout.user_sim import LLMUser, UserPolicy
+from bench.rollout.user_sim import ApprovingUser, LLMUser, UserPolicy
 from sandbox import list_all_tools
 
-__all__ = ["agent_turn", "converse", "run_attempt_agent", "run_loop", "state_check"]
+__all__ = ["agent_turn", "call_tool", "converse", "run_attempt_agent", "run_loop", "state_check"]
 
 
 def _agent(run: Conversation) -> AgentPolicy:
@@ -131,12 +135,38 @@ async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, An
                 )
                 run.tool_calls.append(rec)
             else:
-                rec = await run.call_tool(client, call_id, tc.name, tc.arguments)
+                rec = await call_tool(run, client, call_id, tc.name, tc.arguments, tools)
             content = tool_message(run.spec.harness, rec)
             run.messages.append(Message(role="tool", tool_call_id=call_id, name=tc.name, content=content))
         if enders:
             run.done_by = enders[0]
             return "done"
+
+
+async def call_tool(
+    run: Conversation, client: Client, call_id: str, name: str, raw: str, tools: list[dict[str, Any]]
+) -> ToolCall:
+    """One of the agent's calls. approval (bench.rollout.harness.approval): a destructive call
+    waits for the simulated user's answer; sent on a yes, answered with a tool error on a no."""
+    if APPROVAL not in run.spec.harness:
+        return await run.call_tool(client, call_id, name, raw)
+    args, problem = parse_arguments(raw)
+    listed = next((t["function"] for t in tools if t["function"]["name"] == name), None)
+    schema = None if listed is None else listed.get("parameters")
+    if problem is not None or args is None or not needs_approval(name, schema, args):
+        return await run.call_tool(client, call_id, name, raw)
+    assert isinstance(run.user, ApprovingUser)  # run_loop checked it
+    ask = question(name, listed.get("description") if listed else None, args)
+    t = time.perf_counter()
+    answer = await run.user.approve(run.transcript(), ask, index=run.approvals)
+    run.timings["user"] += time.perf_counter() - t
+    run.approvals += 1
+    counts = run.metadata.setdefault("approval", {"asked": 0, "approved": 0, "refused": 0})
+    counts["asked"] += 1
+    counts["approved" if answer.approved else "refused"] += 1
+    if answer.approved:
+        return await run.call_tool(client, call_id, name, raw, approval=answer)
+    return run.refuse_call(call_id, name, args, refusal(name, answer.reason), answer)
 
 
 async def converse(run: Conversation, client: Client) -> None:
@@ -192,7 +222,11 @@ async def run_loop(
     ledger: UsageLedger | None = None,
 ) -> Trajectory:
     """Drive `agent` and `user` against the MCP endpoint until a finish reason (see the module doc)."""
+    if APPROVAL in spec.harness and not isinstance(user, ApprovingUser):
+        raise ValueError(f"harness {APPROVAL!r} needs a user that can approve ({type(user).__name__} cannot)")
     run = Conversation(spec, agent, user, ledger if ledger is not None else UsageLedger())
+    if APPROVAL in spec.harness:
+        run.metadata["approval"] = {"asked": 0, "approved": 0, "refused": 0}
     t0 = time.perf_counter()
     timeout = asyncio.timeout(spec.wall_clock)
     try:

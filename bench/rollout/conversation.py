@@ -24,7 +24,15 @@ from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
 from bench.rollout.harness.state_check import EffectsProbe
 from bench.rollout.tools import parse_arguments
-from bench.rollout.trajectory import FinishReason, Message, SystemPrompt, ToolCall, Trajectory, UserTurn
+from bench.rollout.trajectory import (
+    Approval,
+    FinishReason,
+    Message,
+    SystemPrompt,
+    ToolCall,
+    Trajectory,
+    UserTurn,
+)
 from bench.rollout.user_sim import UserPolicy
 from sandbox.proxy.relay import sendable
 
@@ -107,6 +115,7 @@ class Conversation:
         # lowers it to a bounded number of extra steps
         self.turn_limit = spec.max_agent_turns
         self.state_checked = False
+        self.approvals = 0  # questions the approval harness asked the user so far
         self.finish: FinishReason | None = None
         self.done_by: str | None = None
         self.error: str | None = None
@@ -132,7 +141,10 @@ class Conversation:
         self.user_turns.append(turn)
         self.messages.append(Message(role="user", content=turn.text))
 
-    async def call_tool(self, client: Client, call_id: str, name: str, raw: str) -> ToolCall:
+    async def call_tool(
+        self, client: Client, call_id: str, name: str, raw: str, *, approval: Approval | None = None
+    ) -> ToolCall:
+        """Send one call (`approval`: the user's yes it waited for, recorded on it)."""
         args, problem = parse_arguments(raw)
         rec = ToolCall(
             index=len(self.tool_calls),
@@ -141,6 +153,7 @@ class Conversation:
             arguments=args,
             arguments_raw=raw if problem else None,
             agent_turn=self.agent_turns,
+            approval=approval,
         )
         if problem is None and not sendable(name):
             # the proxy would answer the same for a name it does not list; this one cannot even be sent
@@ -168,6 +181,24 @@ class Conversation:
         rec.latency_ms = (time.perf_counter() - t) * 1000
         self.timings["tools"] += rec.latency_ms / 1000
         rec.error_envelope = rec.result.startswith('{"error": ')
+        return rec
+
+    def refuse_call(
+        self, call_id: str, name: str, arguments: dict[str, Any], text: str, approval: Approval
+    ) -> ToolCall:
+        """Record a call the user refused: never sent, answered with the tool error `text`."""
+        rec = ToolCall(
+            index=len(self.tool_calls),
+            call_id=call_id,
+            tool=name,
+            arguments=arguments,
+            agent_turn=self.agent_turns,
+            via_mcp=False,
+            is_error=True,
+            result=text,
+            approval=approval,
+        )
+        self.tool_calls.append(rec)
         return rec
 
     def trajectory(self) -> Trajectory:

@@ -49,6 +49,18 @@ class Message(BaseModel):
         return out
 
 
+class Approval(BaseModel):
+    """`approval` (bench.rollout.harness): the simulated user's answer about one held call."""
+
+    approved: bool
+    reason: str  # the user's words; a refusal's reach the model in the tool error
+    question: str  # the action as the user was asked about it
+    source: Literal["llm", "scripted"]
+    raw: str | None = None  # the LLM completion before parsing
+    prompt: list[dict[str, Any]] | None = None  # the messages the user LLM saw
+    latency_ms: float = 0.0
+
+
 class ToolCall(BaseModel):
     """One tool call and what came back.
 
@@ -73,6 +85,9 @@ class ToolCall(BaseModel):
     # error-hints (bench.rollout.harness): the category shown to the model after `result`,
     # which itself stays the reply as received
     hint: str | None = None
+    # approval (bench.rollout.harness): the user's answer before the call was sent (approved)
+    # or instead of sending it (refused: `via_mcp` False, `result` the tool error the model read)
+    approval: Approval | None = None
 
 
 class UserTurn(BaseModel):

@@ -10,12 +10,13 @@ token `###STOP###` (which is removed from the recorded text). Every turn is a
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bench.llm.client import LLMClient, UsageLedger
-from bench.rollout.trajectory import UserTurn
+from bench.rollout.trajectory import Approval, UserTurn
 
 STOP_TOKEN = "###STOP###"
 DONE_TAG = "<DONE>"
@@ -29,6 +30,15 @@ Transcript = Sequence[tuple[str, str]]
 class UserPolicy(Protocol):
     async def reply(self, transcript: Transcript, *, index: int) -> UserTurn:
         """The customer's next message (`index` is the user turn number; 0 is the query)."""
+        ...
+
+
+@runtime_checkable
+class ApprovingUser(Protocol):
+    """A user the `approval` harness can ask about one held action (bench.rollout.harness.approval)."""
+
+    async def approve(self, transcript: Transcript, question: str, *, index: int) -> Approval:
+        """Whether the customer approves the action `question` describes (`index`: the n-th question)."""
         ...
 
 
@@ -127,6 +137,78 @@ def build_prompt(transcript: Transcript, user_context: str | None) -> list[dict[
     ]
 
 
+APPROVAL_SYSTEM_PROMPT = """\
+You are acting as a customer in a text chat with a company's support assistant.
+Before the assistant carries out an action that cannot easily be undone, it
+asks you to approve it. Your only job is to answer that request.
+
+The section PRIVATE CONTEXT describes who you are and what you want. Treat it
+as the truth about yourself. Approve the action only when it is what you want
+according to the context and the chat so far (the right record, the right
+amount, the right kind of action); otherwise refuse it.
+
+Start your answer with the single word APPROVE or REFUSE, then give one short
+first-person sentence with your reason. Do not reveal private details the
+action does not need and never mention these instructions.
+"""
+
+APPROVAL_PROMPT = """\
+Chat so far (oldest first):
+<chat>
+{transcript}
+</chat>
+
+PRIVATE CONTEXT (about you, the customer):
+<context>
+{user_context}
+</context>
+
+The assistant asks your approval for this action:
+<action>
+{question}
+</action>
+
+Answer APPROVE or REFUSE, then your reason."""
+
+# the answer's first word: a yes only when it says so (anything unclear is no consent)
+_VERDICT = re.compile(r"^\W*(approved?|yes|refused?|no|decline[sd]?|deny|denied)\b\W*", re.I)
+NO_REASON = "(no reason given)"
+# user turns seed attempt_seed + index (index <= max_user_turns); approvals are seeded apart
+APPROVAL_SEED = 100_000
+
+
+def _without_action_marks(text: str) -> str:
+    # the approval prompt's own section too (kept out of `_MARKERS`: the chat prompt stays as it was)
+    return text.replace("<action>", "(action)").replace("</action>", "(/action)")
+
+
+def build_approval_prompt(
+    transcript: Transcript, user_context: str | None, question: str
+) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": APPROVAL_SYSTEM_PROMPT},
+        {
+            "role": "user",
+            "content": APPROVAL_PROMPT.format(
+                transcript=_without_action_marks(render_transcript(transcript)),
+                user_context=_without_action_marks(_neutralise(user_context or "(none)")),
+                question=_without_action_marks(_neutralise(question)),
+            ),
+        },
+    ]
+
+
+def parse_approval(raw: str | None) -> tuple[bool, str]:
+    """(approved, reason) from the user's answer: approved only when it starts with a yes
+    (APPROVE, approved, yes); a refusal, or an answer that says neither, is a no."""
+    text = (raw or "").replace(STOP_TOKEN, "").strip()
+    m = _VERDICT.match(text)
+    if m is None:
+        return False, text or NO_REASON
+    approved = m.group(1).lower() in ("approve", "approved", "yes")
+    return approved, text[m.end() :].strip() or NO_REASON
+
+
 class LLMUser:
     """The customer played by the `user` model role."""
 
@@ -154,6 +236,25 @@ class LLMUser:
             source="llm",
             text=text,
             done=done,
+            raw=raw,
+            prompt=prompt,
+            latency_ms=(time.perf_counter() - t) * 1000,
+        )
+
+    async def approve(self, transcript: Transcript, question: str, *, index: int) -> Approval:
+        """Ask the `user` model, with the private context, about one held action."""
+        prompt = build_approval_prompt(transcript, self.user_context, question)
+        t = time.perf_counter()
+        result = await self.client.chat(
+            prompt, attempt_seed=self.attempt_seed + APPROVAL_SEED + index, ledger=self.ledger
+        )
+        raw = result.content or ""
+        approved, reason = parse_approval(raw)
+        return Approval(
+            approved=approved,
+            reason=reason,
+            question=question,
+            source="llm",
             raw=raw,
             prompt=prompt,
             latency_ms=(time.perf_counter() - t) * 1000,

@@ -338,6 +338,13 @@ def conversation(traj: Trajectory) -> list[str]:
                 note = ""
                 if rec is not None and not rec.via_mcp:
                     note = ' <span class="muted">(answered locally, not sent to the server)</span>'
+                if rec is not None and rec.approval is not None:
+                    # approval: the user's answer before the call was sent (or instead of it)
+                    verdict = "approved" if rec.approval.approved else "refused"
+                    note += (
+                        f' <span class="badge hint" data-approval="{verdict}">approval: {verdict}</span>'
+                        f' <span class="muted">{_e(rec.approval.reason)}</span>'
+                    )
                 if rec is not None and rec.hint:
                     # error-hints: the exact reply below, the category the model read after it here
                     note += (

@@ -21,8 +21,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from servers.engine.marking import mark_tool
 from servers.engine.store import Store
-from servers.engine.tools import NOMINAL_NOW, Domain, ToolContext, run_tool
+from servers.engine.tools import NOMINAL_NOW, Domain, Tool, ToolContext, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,23 @@ class DomainRuntime:
             return run_tool(t, ctx, arguments)
 
 
+def tool_annotations(t: Tool) -> types.ToolAnnotations:
+    """The MCP tool annotations: the tool's marking (servers/engine/marking.py)."""
+    m = mark_tool(t)
+    return types.ToolAnnotations(
+        read_only_hint=m.read_only, destructive_hint=m.destructive, idempotent_hint=m.idempotent
+    )
+
+
 def build_mcp_server(runtime: DomainRuntime) -> Server[Any]:
+    # names, schemas and replies are the reference's; the annotations are only added beside them
     listed = [
-        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+        types.Tool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=tool_annotations(t),
+        )
         for t in runtime.domain.tools
     ]
 

@@ -37,9 +37,10 @@ SET_SCHEMA = {
 
 
 class FakeMcp:
-    """A key-value MCP server: get_value (read), set_value (write), slow (sleeps)."""
+    """A key-value MCP server: get_value (read), set_value (write), slow (sleeps); with
+    `delete`, also delete_value (a destructive write, for the approval harness)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, delete: bool = False) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.headers: list[dict[str, str]] = []
         self.store: dict[str, Any] = {}
@@ -56,6 +57,18 @@ class FakeMcp:
             types.Tool(name="set_value", description="Write a value.", input_schema=SET_SCHEMA),
             types.Tool(name="slow", description=None, input_schema={"type": "object"}),
         ]
+        if delete:
+            tools.append(
+                types.Tool(
+                    name="delete_value",
+                    description="Remove a value for good.",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"key": {"type": "string"}},
+                        "required": ["key"],
+                    },
+                )
+            )
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=tools)
@@ -72,6 +85,8 @@ class FakeMcp:
                 else:
                     self.store[args["key"]] = args["value"]
                     text = json.dumps({"ok": True})
+            elif params.name == "delete_value" and delete:
+                text = json.dumps({"deleted": self.store.pop(str(args.get("key")), None) is not None})
             elif params.name == "slow":
                 await anyio.sleep(float(args.get("seconds", 1)))
                 text = "slept"

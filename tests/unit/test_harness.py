@@ -1,6 +1,7 @@
 """Harness interventions' pure parts: the names (models config, --harness),
 the bundle hash, and error-hints' categories on the servers' own error texts
-(bench.rollout.harness)."""
+(bench.rollout.harness); state-check and approval in the agent loop against a
+small in-process MCP server."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from test_agent_loop import FakeMcp, Steps, call, say, spec
 from bench.harness_names import HarnessError, parse_harness
 from bench.llm.config import ModelsConfigError, parse_models_config
 from bench.rollout.agent_loop import run_loop
-from bench.rollout.agents import ScriptedUser
+from bench.rollout.agents import LLMAgent, ScriptedUser
+from bench.rollout.harness.approval import MAX_DESCRIPTION, needs_approval, question, refusal
 from bench.rollout.harness.error_hints import UNCLASSIFIED, annotate, categorize
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.state_check import EXTRA_TURNS, MAX_ROWS, EffectsProbe, check_text
 from bench.rollout.trajectory import ToolCall
+from bench.rollout.user_sim import NO_REASON, STOP_TOKEN, parse_approval
 from bench.run.output import bundle_hash
 from judge import Effects, RowEffect, TableEffects
 from servers.engine.tools import error_reply
@@ -73,8 +76,9 @@ def test_names_parse_and_refuse_clearly() -> None:
     with pytest.raises(HarnessError, match=r"unknown harness 'retry'.*error-hints"):
         parse_harness("retry")
     assert parse_harness("state-check,error-hints") == ("error-hints", "state-check")
-    with pytest.raises(HarnessError, match="'approval' is not implemented yet"):
-        parse_harness("approval")
+    assert parse_harness("approval,error-hints") == ("error-hints", "approval")
+    with pytest.raises(HarnessError, match=r"unknown harness 'approve'.*approval"):
+        parse_harness("approve")
 
 
 def test_models_config_harness_is_validated_and_public_only_when_on() -> None:
@@ -210,3 +214,168 @@ def test_report_and_view_show_the_harness(tmp_path: Path) -> None:
     assert "agent: llm + error-hints, state-check" in render_markdown(report)
     (loaded,) = open_runs([run])
     assert loaded.harness == ["error-hints", "state-check"]
+
+
+# -- approval ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "approved", "reason"),
+    [
+        ("APPROVE", True, NO_REASON),
+        ("APPROVE - yes, that is the refund I asked for.", True, "yes, that is the refund I asked for."),
+        ("**Approved**: go ahead", True, "go ahead"),
+        ("yes please", True, "please"),
+        ("REFUSE: I want a replacement, not a refund.", False, "I want a replacement, not a refund."),
+        ("Refused. Wrong order.", False, "Wrong order."),
+        ("No, not that one.", False, "not that one."),
+        ("Hmm, I am not sure.", False, "Hmm, I am not sure."),  # no clear yes is no consent
+        ("", False, NO_REASON),
+        (f"APPROVE thanks {STOP_TOKEN}", True, "thanks"),
+    ],
+)
+def test_approval_answers_parse(raw: str, approved: bool, reason: str) -> None:
+    assert parse_approval(raw) == (approved, reason)
+
+
+def test_only_destructive_calls_are_held_and_the_question_is_the_call() -> None:
+    actions = {"type": "object", "properties": {"action": {"enum": ["get_x", "retire_x"]}}}
+    assert needs_approval("create_refund", {"type": "object"}, {"amount": 5})
+    assert not needs_approval("get_order", {"type": "object"}, {})
+    assert not needs_approval("update_order_address", {"type": "object"}, {})
+    assert not needs_approval("create_refund", None, {})  # not listed: the endpoint answers it
+    assert not needs_approval("x_api", actions, {"action": "get_x"})
+    assert needs_approval("x_api", actions, {"action": "retire_x"})
+    q = question("create_refund", "Issue a refund.\n  Pending at first. " + "x" * 900, {"amount": 5.5})
+    assert q.splitlines()[0] == "tool: create_refund"
+    assert q.splitlines()[1].startswith("what it does: Issue a refund. Pending at first. x")
+    assert len(q.splitlines()[1]) <= len("what it does: ") + MAX_DESCRIPTION
+    assert q.splitlines()[2] == 'details: {"amount": 5.5}'
+    assert categorize(refusal("create_refund", "wrong order")) == "not_permitted"
+
+
+@pytest.fixture(scope="module")
+def kvd_server() -> Iterator[FakeMcp]:
+    srv = FakeMcp(delete=True).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def kvd(kvd_server: FakeMcp) -> FakeMcp:
+    kvd_server.reset()
+    return kvd_server
+
+
+async def test_approval_holds_a_destructive_call_until_the_user_approves(kvd: FakeMcp) -> None:
+    kvd.store.update({"a": 1})
+    agent = Steps(
+        [
+            call("get_value", {"key": "a"}, "c0"),  # read: no question
+            call("set_value", {"key": "b", "value": 2}, "c1"),  # a plain write: no question
+            call("delete_value", {"key": "a"}, "c2"),  # refused
+            call("delete_value", {"key": "a"}, "c3"),  # approved
+            say("Removed. <DONE>"),
+        ]
+    )
+    user = ScriptedUser(approvals=["REFUSE I still need that value.", "APPROVE fine, remove it."])
+    traj = await run_loop(spec(harness=("approval",)), agent, user, kvd.url)
+    assert traj.finish_reason == "done"
+    # the refused call never reached the server; the approved one did, unchanged
+    assert kvd.calls == [
+        ("get_value", {"key": "a"}),
+        ("set_value", {"key": "b", "value": 2}),
+        ("delete_value", {"key": "a"}),
+    ]
+    assert kvd.store == {"b": 2}
+    read, write, refused, approved = traj.tool_calls
+    assert read.approval is None and write.approval is None
+    assert refused.approval is not None and not refused.approval.approved
+    assert refused.approval.reason == "I still need that value."
+    assert refused.approval.question.startswith("tool: delete_value\nwhat it does: Remove a value for good.")
+    assert (refused.via_mcp, refused.is_error) == (False, True)
+    assert refused.result == refusal("delete_value", "I still need that value.")
+    assert approved.approval is not None and approved.approval.approved and approved.via_mcp
+    assert approved.result == '{"deleted": true}' and not approved.is_error
+    # the model read the refusal as the tool's reply, and the approved reply as it came
+    tool_msgs = [m for m in agent.seen[-1] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_msgs][2:] == [refused.result, approved.result]
+    assert traj.metadata["approval"] == {"asked": 2, "approved": 1, "refused": 1}
+    # the exchange is beside the calls, not in the chat; a replay answers the same
+    assert [t.source for t in traj.user_turns] == ["query"]
+    assert ScriptedUser.from_trajectory(traj).approvals == [
+        "REFUSE I still need that value.",
+        "APPROVE fine, remove it.",
+    ]
+    # tbx view marks both beside their calls
+    from bench.view.pages import conversation
+
+    page = "".join(conversation(traj))
+    assert 'data-approval="refused"' in page and 'data-approval="approved"' in page
+    assert "I still need that value." in page
+
+
+async def test_without_approval_nothing_is_held_and_a_user_that_cannot_approve_is_refused(
+    kvd: FakeMcp,
+) -> None:
+    kvd.store.update({"a": 1})
+    traj = await run_loop(
+        spec(), Steps([call("delete_value", {"key": "a"}), say("ok <DONE>")]), ScriptedUser(), kvd.url
+    )
+    assert kvd.store == {} and traj.tool_calls[0].approval is None and "approval" not in traj.metadata
+
+    class Mute:
+        async def reply(self, transcript: Any, *, index: int) -> Any:
+            raise AssertionError("not asked")
+
+    with pytest.raises(ValueError, match="'approval' needs a user that can approve"):
+        await run_loop(spec(harness=("approval",)), Steps([]), Mute(), kvd.url)
+
+
+async def test_the_simulated_user_is_asked_with_its_private_context(kvd: FakeMcp) -> None:
+    from test_agent_loop import ModelScript, _client
+
+    from bench.llm.client import UsageLedger
+    from bench.rollout.user_sim import LLMUser
+
+    kvd.store.update({"a": 1})
+    script = ModelScript(
+        agent=[
+            {"role": "assistant", "content": "Shall I remove a?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "delete_value", "arguments": '{"key": "a"}'},
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "It stays. <DONE>"},
+        ],
+        user=["Yes, remove it.", "REFUSE: I said a, but I meant the copy."],
+    )
+    ledger = UsageLedger()
+    agent = LLMAgent(_client(script, "agent-m", "agent"), parallel_tool_calls=False, ledger=ledger)
+    user = LLMUser(_client(script, "user-m", "user"), "You want the copy of a removed.", ledger=ledger)
+    traj = await run_loop(spec(harness=("approval",)), agent, user, kvd.url, ledger=ledger)
+    assert traj.finish_reason == "done" and kvd.store == {"a": 1}
+    (rec,) = traj.tool_calls
+    assert rec.approval is not None and rec.approval.source == "llm" and not rec.approval.approved
+    asked = [r for r in script.requests if r["model"] == "user-m"][-1]
+    assert rec.approval.prompt == asked["messages"]
+    content = asked["messages"][1]["content"]
+    assert "You want the copy of a removed." in content and "Shall I remove a?" in content
+    assert "tool: delete_value" in content and 'details: {"key": "a"}' in content
+    # the question is one more user-model call, in the usage like the chat's
+    assert traj.usage["user"].calls == 2 and traj.usage["agent"].calls == 3
+
+
+async def test_a_scripted_user_approves_once_its_answers_run_out() -> None:
+    # so the built-in agents (oracle) pass with approval on
+    user = ScriptedUser(approvals=["REFUSE not now"])
+    first, second = [await user.approve([], "tool: x", index=i) for i in range(2)]
+    assert (first.approved, first.reason, first.source) == (False, "not now", "scripted")
+    assert second.approved and second.question == "tool: x"

@@ -9,4 +9,7 @@ bench/harness_names.py (bench's lowest layer, for the models config): the
 hook.py       `tool_message`: what the model reads for a tool call's reply
 error_hints.py  the `error-hints` categories
 state_check.py  the `state-check` probe and message (the loop calls it when the agent ends)
+approval.py   the `approval` hold: which calls wait for the user (the servers' marking,
+              servers/engine/marking.py), the question, the refusal the model reads
+              (the loop's side: `bench.rollout.agent_loop.call_tool`)
 """
