@@ -189,10 +189,10 @@ async def main() -> None:
             tasks,
             argparse.Namespace(**{**vars(args), "repeat": 1}),
             tmp / "warmup",
-            LocalExecutor(DockerProvider(warm=0), bench),
+            LocalExecutor(DockerProvider(warm=0)),
         )
         local = await _series(
-            "local", bench, tasks, args, tmp / "local", LocalExecutor(DockerProvider(warm=0), bench)
+            "local", bench, tasks, args, tmp / "local", LocalExecutor(DockerProvider(warm=0))
         )
         executor = RayExecutor(cluster.address)
         remote = await _series("ray (2 workers)", bench, tasks, args, tmp / "ray", executor)

@@ -209,6 +209,7 @@ class Episode:
                 images=host.images,
                 wall_clock=host.opts.wall_clock,
                 limits=host.limits,
+                brief=False,  # the agent is remote: this host runs the conversation itself
             )
             outcome = AttemptOutcome.of(spec)
             timings = outcome.timings

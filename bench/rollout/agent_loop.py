@@ -2,6 +2,10 @@
 
     traj = await run_attempt_agent("oracle", task, bench, mcp_url, headers)
     traj = await run_attempt_agent("think", task, bench, mcp_url, headers, config=models, seed=3)
+    traj = await run_agent(spec.brief, mcp_url, headers, ...)   # what an attempt spec carries
+
+What the loop knows of the task is its `TaskBrief` (bench.rollout.brief): built
+here from a loaded dataset by `run_attempt_agent`, or shipped in an attempt spec.
 
 The endpoint is any MCP (streamable HTTP) URL: the session proxy's (with its
 `Authorization: Bearer <token>` header) or, in tests, a sandbox server's.
@@ -46,15 +50,15 @@ from typing import Any
 
 from mcp import Client
 
-from bench.dataset import AgentPrompt, Benchmark, Task
+from bench.dataset import Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.harness_names import APPROVAL, STATE_CHECK, parse_harness
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
-from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, ScriptedUser
-from bench.rollout.agents.chaos import DEFAULT_RATE, chaos_agent
+from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, PlanAgent, ScriptedUser
+from bench.rollout.agents.base import REPLAY_FINAL
 from bench.rollout.agents.noop import noop_agent
-from bench.rollout.agents.oracle import oracle_agent
+from bench.rollout.brief import REPLAYING_AGENTS, TaskBrief, task_brief
 from bench.rollout.clients import AgentClients, mcp_client
 from bench.rollout.conversation import (
     DEFAULT_MAX_AGENT_TURNS,
@@ -68,13 +72,12 @@ from bench.rollout.conversation import (
 from bench.rollout.harness.approval import needs_approval, question, refusal
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
-from bench.rollout.prompts import agent_prompt, default_prompt, prompt_setup
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import ApprovingUser, LLMUser, UserPolicy
 from sandbox import list_all_tools
 
-__all__ = ["agent_turn", "call_tool", "converse", "run_attempt_agent", "run_loop", "state_check"]
+__all__ = ["agent_turn", "call_tool", "converse", "run_agent", "run_attempt_agent", "run_loop", "state_check"]
 
 
 def _agent(run: Conversation) -> AgentPolicy:
@@ -280,6 +283,21 @@ async def run_attempt_agent(
     config: ModelsConfig | None = None,
     seed: int = 0,
     wall_clock: float = WALL_CLOCK,
+    **options: Any,
+) -> Trajectory:
+    """`run_agent` for `task` of a dataset loaded in this process: its brief built here
+    (bench.rollout.brief.task_brief), then the same loop as from a shipped spec."""
+    brief = task_brief(bench, task, agent, seed)
+    return await run_agent(brief, mcp_url, headers, config, seed, wall_clock, **options)
+
+
+async def run_agent(
+    brief: TaskBrief,
+    mcp_url: str,
+    headers: Mapping[str, str] | None = None,
+    config: ModelsConfig | None = None,
+    seed: int = 0,
+    wall_clock: float = WALL_CLOCK,
     *,
     user: str | UserPolicy | None = None,
     clients: AgentClients | None = None,
@@ -289,23 +307,24 @@ async def run_attempt_agent(
     harness: Sequence[str] = (),
     effects_probe: EffectsProbe | None = None,
 ) -> Trajectory:
-    """Run one attempt's conversation for `task` against the MCP endpoint.
+    """Run one attempt's conversation for the task of `brief` against the MCP endpoint.
 
-    `agent`: `oracle`, `noop`, `chaos` / `chaos:<rate>` (no model needed), or
-    an LLM agent: `llm` (the `think` prompt), `llm:<prompt>` or a prompt name
-    of the dataset (`think`); those need `config` with the `agent` role and,
-    unless `user="scripted"`, the `user` role. `user`: None (built-in agents
-    get the scripted user, LLM agents the simulated one), `"scripted"`,
+    The agent is the one the brief was built for (`brief.agent`): `oracle`, `noop`,
+    `chaos` / `chaos:<rate>` (no model needed; oracle and chaos play the brief's
+    script), or an LLM agent: `llm` (the `think` prompt), `llm:<prompt>` or a
+    prompt name of the dataset (`think`); those need `config` with the `agent`
+    role and, unless `user="scripted"`, the `user` role. `user`: None (built-in
+    agents get the scripted user, LLM agents the simulated one), `"scripted"`,
     `"llm"`, or any `UserPolicy`. `clients` shares model clients between
     attempts; otherwise they are made from `config` and closed here.
     `harness`: the interventions on (bench.rollout.harness; default none);
     `effects_probe`: the attempt's effects so far, which `state-check` shows.
     """
-    name, _, arg = agent.partition(":")
+    agent = brief.agent
+    name = agent.partition(":")[0]
     ledger = UsageLedger()
     owned: list[LLMClient] = []
     metadata: dict[str, Any] = {}
-    prompt: AgentPrompt | None = None
     policy: AgentPolicy
     shared = clients or AgentClients()
 
@@ -319,27 +338,20 @@ async def run_attempt_agent(
         return made
 
     try:
-        if name in BUILTIN_AGENTS:
-            if name == "oracle":
-                policy = oracle_agent(bench, task)
-            elif name == "noop":
-                policy = noop_agent()
-            else:
-                try:
-                    rate = float(arg) if arg else DEFAULT_RATE
-                except ValueError:
-                    raise ValueError(f"chaos rate must be a number, got {arg!r}") from None
-                policy, plan = chaos_agent(bench, task, seed, rate)
-                metadata["chaos"] = {
-                    "rate": rate,
-                    "perturbations": [p.model_dump() for p in plan.perturbations],
-                }
+        if name in REPLAYING_AGENTS:
+            if brief.script is None or brief.script.agent != name:
+                raise ValueError(
+                    f"agent {agent!r} replays the golden calls, but its brief has no {name} script"
+                )
+            policy = PlanAgent(brief.script.calls, final=REPLAY_FINAL)
+            if name == "chaos":
+                metadata["chaos"] = dict(brief.script.metadata)
+        elif name == "noop":
+            policy = noop_agent()
         else:
-            wanted = (arg or default_prompt(bench)) if name == "llm" else name
-            prompt = agent_prompt(bench, wanted)
             policy = LLMAgent(
                 client_for("agent", shared.agent),
-                parallel_tool_calls=prompt.parallel_tool_calls,
+                parallel_tool_calls=brief.parallel_tool_calls,
                 attempt_seed=seed,
                 ledger=ledger,
             )
@@ -351,26 +363,23 @@ async def run_attempt_agent(
             user_policy = ScriptedUser()
         elif user == "llm":
             user_policy = LLMUser(
-                client_for("user", shared.user), task.user_context, attempt_seed=seed, ledger=ledger
+                client_for("user", shared.user), brief.user_context, attempt_seed=seed, ledger=ledger
             )
         elif isinstance(user, str):
             raise ValueError(f"unknown user {user!r}: use 'scripted', 'llm' or a UserPolicy")
         else:
             user_policy = user
 
-        setup = prompt_setup(bench, task, prompt)
-        scenario = bench.scenario_of(task)
-
         spec = LoopSpec(
-            task_id=task.id,
+            task_id=brief.task_id,
             agent=agent,
-            query=task.query,
-            system_prompts=setup.system_prompts,
-            builtin_tools=setup.builtin_tools,
-            end_turn_tools=setup.end_turn_tools,
-            scenario_tools=scenario.tools,
-            max_agent_turns=_first(max_agent_turns, task.max_agent_sim_turns, DEFAULT_MAX_AGENT_TURNS),
-            max_user_turns=_first(max_user_turns, task.max_user_sim_turns, DEFAULT_MAX_USER_TURNS),
+            query=brief.query,
+            system_prompts=list(brief.system_prompts),
+            builtin_tools=list(brief.builtin_tools),
+            end_turn_tools=set(brief.end_turn_tools),
+            scenario_tools=brief.scenario_tools,
+            max_agent_turns=_first(max_agent_turns, brief.max_agent_turns, DEFAULT_MAX_AGENT_TURNS),
+            max_user_turns=_first(max_user_turns, brief.max_user_turns, DEFAULT_MAX_USER_TURNS),
             wall_clock=wall_clock,
             call_timeout=call_timeout,
             seed=seed,

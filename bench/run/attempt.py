@@ -3,13 +3,16 @@
     spec = attempt_spec(bench, task, repeat, run_id=..., attempt_id=..., agent="oracle", images=...)
     outcome = await execute_attempt(spec, provider, proxy)   # bench.run.lifecycle
 
-The spec is plain data (JSON round-trips, `AttemptSpec.model_validate_json`):
-task, repeat, agent, the agent and user roles (API keys as environment
-variable NAMES only: a key given literally in the config does not travel),
-image tags, bundle hash, the sandbox's seed rows and policy documents, the
-tool policy and the limits. Nothing golden is in it: no golden end state and
-no rubric (the oracle agent's golden *calls* are what it plays, read from the
-dataset like any agent's prompt).
+The spec is plain data (JSON round-trips, `AttemptSpec.model_validate_json`)
+and holds everything the executing process needs, which therefore never opens
+the dataset (a Ray node need not have it at all): task, repeat, agent, the
+agent and user roles (API keys as environment variable NAMES only: a key given
+literally in the config does not travel), image tags, bundle hash, the
+sandbox's seed rows and policy documents, the tool policy, the limits, and the
+task's `brief` (bench.rollout.brief: prompts, query, scenario tools, the
+simulated user's context). Nothing golden is in it: no golden end state, no
+rubric, no golden call, except the brief's marked `script` when the agent is
+one that replays the golden calls (oracle, chaos).
 
 How an attempt is opened, driven and closed is `bench.run.lifecycle`
 (`open_attempt`, and `execute_attempt` = it + the agent loop). A system error
@@ -23,12 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field, field_serializer
+from pydantic import BaseModel, Field, computed_field, field_serializer, model_validator
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
 from bench.prepare import TaskPreparation, initial_state
+from bench.rollout.brief import TaskBrief, task_brief
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
@@ -50,14 +54,6 @@ def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
     )
 
 
-class DatasetRef(BaseModel):
-    """Where the executing process reads the task from, and what it must hash to."""
-
-    path: str
-    release: str | None = None
-    hash: str | None = None  # bench.run.output.dataset_hash; checked when the dataset is loaded here
-
-
 class AttemptSpec(BaseModel):
     """Everything one attempt needs, as data (see the module doc)."""
 
@@ -67,7 +63,6 @@ class AttemptSpec(BaseModel):
     domain: str
     repeat: int = Field(ge=0)
     agent: str
-    dataset: DatasetRef
     # The agent and user roles (no judge: rubrics are graded where the golden lives).
     models: ModelsConfig | None = None
     images: dict[str, str] = Field(default_factory=dict)
@@ -83,6 +78,18 @@ class AttemptSpec(BaseModel):
     policy_search: PolicySearch = POLICY_SEARCH
     # Harness interventions on (bench.rollout.harness.parse_harness order); empty: none.
     harness: list[str] = Field(default_factory=list)
+    # What the agent loop needs of the task (None: the attempt is not driven by tbx's
+    # loop, e.g. a session API's, whose agent is the client).
+    brief: TaskBrief | None = None
+
+    @model_validator(mode="after")
+    def _brief_is_the_agents(self) -> AttemptSpec:
+        # The brief's prompt and script depend on the agent: one built for another is a bug.
+        if self.brief is not None and (self.brief.agent, self.brief.task_id) != (self.agent, self.task_id):
+            raise ValueError(
+                f"the brief is {self.brief.task_id} for {self.brief.agent!r}, the spec {self.task_id} for {self.agent!r}"
+            )
+        return self
 
     @field_serializer("models")
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
@@ -118,13 +125,15 @@ def attempt_spec(
     models: ModelsConfig | None = None,
     images: dict[str, str] | None = None,
     bundle_hash: str | None = None,
-    data_hash: str | None = None,
     wall_clock: float = WALL_CLOCK,
     limits: Limits | None = None,
     policy_search: PolicySearch = POLICY_SEARCH,
     harness: Sequence[str] = (),
+    brief: bool = True,
 ) -> AttemptSpec:
-    """The spec of (task, repeat) in a run: seed rows and documents resolved here."""
+    """The spec of (task, repeat) in a run: seed rows, documents and the brief resolved
+    here, where the dataset is. `brief` False: the attempt is not driven by tbx's agent
+    loop (the OpenEnv episode's remote agent, which converses where the dataset is)."""
     init = bench.effective_init(task)
     return AttemptSpec(
         run_id=run_id,
@@ -133,7 +142,6 @@ def attempt_spec(
         domain=task.domain,
         repeat=repeat,
         agent=agent,
-        dataset=DatasetRef(path=str(bench.root), release=bench.release, hash=data_hash),
         models=None if models is None else models.model_copy(update={"judge": None}),
         images=dict(images or {}),
         bundle_hash=bundle_hash,
@@ -144,6 +152,7 @@ def attempt_spec(
         tool_policy=task_tool_policy(bench, task),
         policy_search=policy_search,
         harness=list(harness),
+        brief=task_brief(bench, task, agent, seed=repeat) if brief else None,
     )
 
 

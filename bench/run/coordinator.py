@@ -108,7 +108,7 @@ class Coordinator:
         self.run_id = new_id("run")
         self.output = RunOutput(opts.out)
         self.executor: AttemptExecutor = executor or LocalExecutor(
-            provider or DockerProvider(warm=opts.warm), bench, config
+            provider or DockerProvider(warm=opts.warm), config
         )
         self.golden = golden or GoldenStore(
             bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id
@@ -180,7 +180,6 @@ class Coordinator:
             models=self.config,
             images=self.images,
             bundle_hash=self.bundle_hash,
-            data_hash=self.data_hash,
             wall_clock=self.opts.wall_clock,
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,

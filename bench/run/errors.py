@@ -58,9 +58,5 @@ class RubricsNeedJudge(RunError):
         )
 
 
-class DatasetMismatch(RunError):
-    """An attempt spec names a dataset whose content differs from the one on this machine."""
-
-
 class GradingError(RuntimeError):
     """An attempt cannot be graded (no terminal state, rubrics without answers or judge)."""

@@ -22,7 +22,6 @@ from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.run.lifecycle import execute_attempt
 
 if TYPE_CHECKING:
-    from bench.dataset import Benchmark
     from bench.llm.config import ModelsConfig
     from bench.rollout.clients import AgentClients
     from sandbox import ProxyServer, SandboxProvider
@@ -83,13 +82,10 @@ class AttemptExecutor(Protocol):
 class LocalExecutor:
     """Attempts on this machine: `provider`'s sandboxes behind an in-process proxy."""
 
-    def __init__(
-        self, provider: SandboxProvider, bench: Benchmark | None, config: ModelsConfig | None = None
-    ):
-        # bench None: each spec's dataset is read (and hash-checked) here (a cluster node)
+    def __init__(self, provider: SandboxProvider, config: ModelsConfig | None = None):
+        # No dataset: every spec carries what its attempt needs (the same here and on a node).
         self.provider = provider
         self.sandboxes: Sandboxes = provider
-        self.bench = bench
         self.config = config
         self.proxy: ProxyServer | None = None
         self.clients: AgentClients | None = None
@@ -107,7 +103,7 @@ class LocalExecutor:
 
     async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
         assert self.proxy is not None, "open() starts the proxy"
-        return await execute_attempt(spec, self.provider, self.proxy, bench=self.bench, clients=self.clients)
+        return await execute_attempt(spec, self.provider, self.proxy, clients=self.clients)
 
     async def close(self, run_id: str) -> None:
         # Each step even when the one before failed (the daemon away: the provider's

@@ -23,21 +23,17 @@ inside it; the session API does the same for an agent it does not run.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
-from bench.dataset import Benchmark, load_benchmark
 from bench.harness_names import STATE_CHECK
-from bench.rollout.agent_loop import run_attempt_agent
+from bench.rollout.agent_loop import run_agent
 from bench.rollout.clients import AgentClients
 from bench.rollout.harness.state_check import effects_probe
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
-from bench.run.errors import DatasetMismatch
 from judge import State, ToolCallView
 from judge.canonical import dump_dsn
 from sandbox import (
@@ -183,43 +179,29 @@ async def open_attempt(
     timings["teardown"] = time.monotonic() - t
 
 
-@functools.lru_cache(maxsize=4)
-def _dataset(path: str, release: str | None, expected: str | None) -> Benchmark:
-    from bench.run.output import dataset_hash
-
-    if expected is not None and dataset_hash(path) != expected:
-        raise DatasetMismatch(f"dataset {path} does not hash to {expected[:12]}… (another version of it)")
-    return load_benchmark(Path(path), release=release, strict=False)
-
-
 async def execute_attempt(
     spec: AttemptSpec,
     provider: SandboxProvider,
     proxy: ProxyServer,
     *,
-    bench: Benchmark | None = None,
     clients: AgentClients | None = None,
 ) -> AttemptOutcome:
     """One attempt with tbx's own agent loop inside `open_attempt`; never raises: a
-    system error comes back as `outcome.system_error`. `bench`: the dataset already
-    loaded in this process (else read from `spec.dataset` and checked against its
-    hash); `clients`: model clients shared between attempts."""
+    system error comes back as `outcome.system_error`. The loop is fed from the spec's
+    brief alone (no dataset is read here: on a Ray node there may be none);
+    `clients`: model clients shared between attempts."""
     outcome = AttemptOutcome.of(spec)
     try:
-        if bench is None:
-            bench = await asyncio.to_thread(
-                _dataset, spec.dataset.path, spec.dataset.release, spec.dataset.hash
-            )
-        task = bench.task(spec.task_id)
+        if spec.brief is None:
+            raise ValueError(f"attempt {spec.attempt_id}: the spec has no task brief for the agent loop")
+        brief = spec.brief
         async with open_attempt(spec, provider, proxy, outcome=outcome) as live:
             probe = None
             if STATE_CHECK in spec.harness and outcome.initial_state is not None:
                 # after the initial dump: the effects so far are the sandbox now against it
                 probe = effects_probe(live.dump_state, spec.domain, outcome.initial_state)
-            outcome.trajectory = await run_attempt_agent(
-                spec.agent,
-                task,
-                bench,
+            outcome.trajectory = await run_agent(
+                brief,
                 live.url,
                 live.headers,
                 spec.models,

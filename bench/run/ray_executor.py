@@ -5,8 +5,9 @@ connects to the cluster, starts one `bench.run.ray_node.NodeRunner` actor on
 every node that advertises `tbx_attempt` slots, and checks that every node runs
 exactly the image builds the driver records in the manifest. Each attempt is
 then a Ray task needing one `tbx_attempt` unit: Ray picks the node, the task
-hands the spec (JSON, no golden state, API keys as variable names) to that
-node's actor and the outcome comes back as JSON to be graded here.
+hands the spec (JSON: seed rows, documents, the task's brief; no golden state or
+rubric, API keys as variable names) to that node's actor, which needs no copy of
+the dataset, and the outcome comes back as JSON to be graded here.
 
 A node lost mid-attempt (its actor or worker died, the node went away) turns the
 attempt into a system error of kind `NodeLost`, which the coordinator's

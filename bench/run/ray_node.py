@@ -3,9 +3,12 @@
 `NodeRunner` is the body of one long-lived Ray actor per node (bench.run.ray_executor
 wraps it with `ray.remote` and pins it to its node). It owns what must be near the
 sandboxes: the node's `DockerProvider` (its warm pool, its Docker daemon), the session
-proxy on the node's 127.0.0.1 and the model clients, i.e. a `LocalExecutor` that reads
-each spec's dataset itself. Specs arrive as JSON and outcomes leave as JSON; nothing
-golden is ever sent here.
+proxy on the node's 127.0.0.1 and the model clients, i.e. the `LocalExecutor` a local
+run uses. Specs arrive as JSON and outcomes leave as JSON. A spec carries everything
+its attempt needs (seed rows, policy documents, tool policy, the task's brief:
+bench.rollout.brief), so the node never opens a dataset and needs none; nothing golden
+is sent here but the marked script of the agents that replay the golden calls
+(oracle, chaos).
 
 `run_on_node` is the Ray task an attempt is: Ray places it on a node with a free
 `tbx_attempt` unit (the node's capacity, a custom resource), and it hands the spec to
@@ -51,7 +54,7 @@ class NodeRunner:
         os.environ[NODE_ENV] = node_id  # every container and network started here carries tbx.node
         self.node_id = node_id
         config = ModelsConfig.model_validate_json(config_json) if config_json else None
-        self.executor = LocalExecutor(DockerProvider(warm=warm), None, config)
+        self.executor = LocalExecutor(DockerProvider(warm=warm), config)
         self.running: set[asyncio.Task[Any]] = set()
         self.done = 0
         self.opened = False
@@ -128,7 +131,9 @@ def run_on_node(run_id: str, spec_json: str) -> tuple[str, float, str]:
 def admitted_slots(dataset: str, domains: list[str] | None = None, model_agent: bool = False) -> int:
     """The `tbx_attempt` slots this machine admits: the container sets that fit in its
     available memory by the measured use of one set per domain (bench.run.admission,
-    cached per image build), for built-in agents at most one per core."""
+    cached per image build), for built-in agents at most one per core. An operator's
+    sizing aid: it replays golden calls, so it needs a copy of the dataset (at any
+    path) where it runs; the run itself does not."""
     from bench.dataset import load_benchmark
     from bench.run.admission import set_usage
     from sandbox.admission import available_memory, sets_that_fit

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 __all__ = ["PERMANENT", "RetryPolicy"]
 
 # Exception class names whose system error a new try would only repeat.
-PERMANENT = ("GoldenReplayError", "GoldenNotCached", "DatasetMismatch", "RubricsNeedJudge")
+PERMANENT = ("GoldenReplayError", "GoldenNotCached", "RubricsNeedJudge")
 
 
 class RetryPolicy(BaseModel):

@@ -30,7 +30,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bench.dataset import Benchmark
-from bench.run.attempt import AttemptOutcome, AttemptSpec, DatasetRef
+from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.session_api.attempt import LiveAttempt, open_session_attempt
 from bench.session_api.effects import effects_object
 from bench.session_api.golden import GoldenCache
@@ -254,7 +254,6 @@ class SessionTable:
             domain=entry.domain,
             repeat=0,
             agent=AGENT_NAME,
-            dataset=DatasetRef(path=str(self.bench.root), release=self.bench.release),
             images=self._images(),
             seed=entry.rows,
             policy_sources=entry.sources,

@@ -50,7 +50,7 @@ def test_oracle_spec_in_a_docker_sandbox_ends_in_the_golden_state(
             )
             shipped = AttemptSpec.model_validate_json(spec.model_dump_json())
             with ProxyServer() as proxy:
-                outcome = await execute_attempt(shipped, provider, proxy, bench=bench)
+                outcome = await execute_attempt(shipped, provider, proxy)
             return golden, outcome
         finally:
             await provider.close()

@@ -81,7 +81,7 @@ def run_attempt(models: FakeModels, harness: list[str], tmp_path: Path) -> tuple
                 harness=harness,
             )
             with ProxyServer() as proxy:
-                outcome = await execute_attempt(spec, provider, proxy, bench=bench)
+                outcome = await execute_attempt(spec, provider, proxy)
             return outcome, golden
         finally:
             await provider.close()

@@ -118,7 +118,7 @@ def attempt(
                     harness=harness,
                 )
                 with ProxyServer() as proxy:
-                    outcome = await execute_attempt(spec, provider, proxy, bench=bench)
+                    outcome = await execute_attempt(spec, provider, proxy)
             finally:
                 await provider.close()
                 await provider.sweep(run_id)

@@ -4,7 +4,10 @@ machine's Docker daemon (their containers carry `tbx.node`). The driver is the
 real CLI in a subprocess, like a user's `tbx run`.
 
 One cluster serves the module (Ray is slow to start on two cores); the node-loss
-test replaces the worker it kills, as a node that comes back would be.
+test replaces the worker it kills, as a node that comes back would be. Every
+process of the cluster's nodes runs with an audit hook (NODE_GUARD) that refuses
+to open anything under one directory, where a test puts the driver's dataset:
+the nodes must run its attempts without reading it.
 """
 
 from __future__ import annotations
@@ -44,16 +47,56 @@ TASKS = [
 ]
 NODE_ARGS: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
 SLOTS = 1  # one attempt per worker: two at once, one on each (the local run's concurrency)
+UNREADABLE_ENV = "TBX_TEST_NODE_UNREADABLE"
+
+# sitecustomize.py of the nodes' processes: a path under $TBX_TEST_NODE_UNREADABLE
+# cannot be opened or listed there (as on a machine without the driver's dataset);
+# each process logs that it is guarded, and every refusal.
+NODE_GUARD = """
+import os, sys
+_root = os.environ.get("TBX_TEST_NODE_UNREADABLE")
+if _root:
+    _root = os.path.abspath(_root)
+    _here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(_here, "guarded.log"), "a") as _f:
+        _f.write(f"{os.getpid()} {' '.join(getattr(sys, 'argv', []))[:300]}\\n")
+
+    def _refuse(event, args):
+        if event not in ("open", "os.listdir", "os.scandir") or not args:
+            return
+        path = args[0]
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return
+        path = os.path.abspath(os.fsdecode(path))
+        if path == _root or path.startswith(_root + os.sep):
+            with open(os.path.join(_here, "refused.log"), "a") as f:
+                f.write(f"{os.getpid()} {event} {path}\\n")
+            raise PermissionError(13, "the driver's dataset is not readable on a node", path)
+
+    sys.addaudithook(_refuse)
+"""
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "TESTCONTAINERS_RYUK_DISABLED": "true"}
+    # The driver: this repository on its path, no node guard.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TESTCONTAINERS_RYUK_DISABLED": "true"}
+    env.pop(UNREADABLE_ENV, None)
+    return env
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def guard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of the nodes' sitecustomize; `guard / "unreadable"` is what they cannot read."""
+    root = tmp_path_factory.mktemp("node-guard")
+    (root / "sitecustomize.py").write_text(NODE_GUARD)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cluster(guard: Path) -> Iterator[Cluster]:
     # Raylets (and so every worker and actor) inherit this process's environment.
-    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(guard), os.environ.get("PYTHONPATH", "")])
+    os.environ[UNREADABLE_ENV] = str(guard / "unreadable")
     c = Cluster(
         initialize_head=True,
         head_node_args={**NODE_ARGS, "include_dashboard": False, "resources": {"tbx_attempt": 0}},
@@ -65,6 +108,7 @@ def cluster() -> Iterator[Cluster]:
         yield c
     finally:
         c.shutdown()
+        os.environ.pop(UNREADABLE_ENV, None)
 
 
 def tbx(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -77,11 +121,13 @@ def tbx(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_args(out: Path, golden: Path, tasks: list[str], repeat: int, *extra: str) -> list[str]:
+def run_args(
+    out: Path, golden: Path, tasks: list[str], repeat: int, *extra: str, dataset: Path = PACK
+) -> list[str]:
     return [
         "run",
         "--dataset",
-        str(PACK),
+        str(dataset),
         "--tasks",
         ",".join(tasks),
         "--agent",
@@ -145,6 +191,28 @@ def test_cluster_run_gives_the_local_verdicts_spread_over_the_workers(
     local_manifest = json.loads((tmp_path / "local" / "manifest.json").read_text())
     assert ray_manifest["images"] == local_manifest["images"]
     assert containers(**{RUN: ray_manifest["run_id"]}) == []
+
+
+def test_nodes_run_attempts_without_reading_the_drivers_dataset(
+    cluster: Cluster, guard: Path, tmp_path: Path
+) -> None:
+    """The dataset is at a path no node can read (NODE_GUARD): the attempts still pass,
+    since a spec carries all its attempt needs (bench.rollout.brief), and no node
+    process ever tried to open it."""
+    dataset = guard / "unreadable" / "demo"
+    shutil.copytree(PACK, dataset)
+    out = tmp_path / "ray"
+    run = tbx(*run_args(out, tmp_path / "golden", TASKS[:2], 1, "--ray", cluster.address, dataset=dataset))
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = read_rows(out / "results.jsonl")
+    assert sorted(r.task_id for r in rows) == sorted(TASKS[:2])
+    assert all(r.passed and not r.system_error for r in rows), [(r.task_id, r.system_error) for r in rows]
+    assert {(r.model_extra or {}).get("node") for r in rows} <= set(worker_ids(cluster))
+    # the guard was on in the nodes' workers, and it refused nothing: no node looked
+    guarded = (guard / "guarded.log").read_text()
+    assert "default_worker" in guarded, guarded[-2000:]
+    assert not (guard / "refused.log").exists(), (guard / "refused.log").read_text()[-2000:]
+    assert json.loads((out / "manifest.json").read_text())["dataset"] == str(dataset)
 
 
 def test_node_lost_mid_run_is_retried_elsewhere_once_and_swept(cluster: Cluster, tmp_path: Path) -> None:

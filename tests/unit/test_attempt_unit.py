@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -32,7 +33,6 @@ from bench.run.daemon import DaemonGone
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
 from bench.run.lifecycle import execute_attempt
-from bench.run.output import dataset_hash
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
 from judge.canonical import dump_canonical, state_hash
@@ -227,12 +227,11 @@ def test_oracle_attempt_against_a_fake_provider_ends_in_the_golden_state(
         run_id="run-unit",
         attempt_id="att-unit-0",
         agent="oracle",
-        data_hash=dataset_hash(PACK),
     )
     shipped = AttemptSpec.model_validate_json(spec.model_dump_json())
     assert golden.golden_hash not in spec.model_dump_json()
 
-    # No `bench`: the executing side reads the dataset the spec names and checks its hash.
+    # No `bench`: the executing side runs from what the spec carries.
     outcome = asyncio.run(execute_attempt(shipped, provider, proxy))
 
     assert outcome.system_error is None
@@ -272,29 +271,38 @@ def test_a_provider_failure_comes_back_as_a_system_error_not_an_exception(
 ) -> None:
     broken = FakeProvider(pg_dsn, fail_boots=10**6)
     spec = attempt_spec(pack, pack.task(TASK), 1, run_id="run-unit", attempt_id="att-broken", agent="oracle")
-    outcome = asyncio.run(execute_attempt(spec, broken, proxy, bench=pack))
+    outcome = asyncio.run(execute_attempt(spec, broken, proxy))
     assert outcome.system_error is not None
     assert outcome.system_error.kind == "ContainerStartError"
     assert str(outcome.system_error).startswith("ContainerStartError: server-retail container exited")
     assert outcome.terminal_state is None and outcome.calls == [] and broken.alive == 0
 
 
-def test_a_spec_for_another_version_of_the_dataset_is_refused(
-    pack: Benchmark, pg_dsn: str, proxy: ProxyServer
+def test_a_shipped_spec_runs_where_the_dataset_is_not(
+    pg_dsn: str, proxy: ProxyServer, tmp_path: Path
 ) -> None:
-    spec = attempt_spec(
-        pack,
-        pack.task(TASK),
-        0,
-        run_id="run-unit",
-        attempt_id="att-other",
-        agent="oracle",
-        data_hash="0" * 64,
-    )
+    """A Ray node has no dataset: the spec, made from a copy that is gone before it
+    runs, names no path and still runs the attempt to its end."""
+    copy = tmp_path / "dataset"
+    shutil.copytree(PACK, copy)
+    bench = load_benchmark(copy)
+    spec = attempt_spec(bench, bench.task(TASK), 0, run_id="run-unit", attempt_id="att-away", agent="oracle")
+    text = spec.model_dump_json()
+    shutil.rmtree(copy)
+    assert str(copy) not in text and "dataset" not in json.loads(text)
     provider = FakeProvider(pg_dsn)
-    outcome = asyncio.run(execute_attempt(spec, provider, proxy))
-    assert outcome.system_error is not None and outcome.system_error.kind == "DatasetMismatch"
-    assert provider.requests == []  # refused before any sandbox
+    try:
+        outcome = asyncio.run(execute_attempt(AttemptSpec.model_validate_json(text), provider, proxy))
+    finally:
+        provider.dbs.close()
+    assert outcome.system_error is None and outcome.finish_reason == "done"
+    assert [c.tool for c in outcome.calls] == [tool for tool, _ in bench.golden_calls(bench.task(TASK))]
+
+
+def test_a_brief_for_another_agent_or_task_is_refused(pack: Benchmark) -> None:
+    spec = attempt_spec(pack, pack.task(TASK), 0, run_id="r", attempt_id="a", agent="oracle")
+    with pytest.raises(ValueError, match="the brief is"):
+        AttemptSpec.model_validate({**spec.model_dump(), "agent": "noop"})
 
 
 def test_the_coordinator_runs_grades_and_resumes_against_a_fake_provider(
@@ -427,7 +435,6 @@ def test_no_retries_when_the_policy_says_none(
 def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
     policy = RetryPolicy(max_retries=3)
     assert not policy.retryable("GoldenReplayError: golden replay of t failed: call 0 ...")
-    assert not policy.retryable("DatasetMismatch: dataset /x does not hash to ...")
     assert policy.retryable("ContainerStartError: server-retail container exited during start")
     assert [policy.wait(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0] and policy.wait(10) == 30.0
     assert policy.again(3) and not policy.again(4)

@@ -121,7 +121,7 @@ def golden(pack: Benchmark, make_database: Any) -> GoldenState:
 
 def run_attempt(pack: Benchmark, provider: CountingProvider, proxy: ProxyServer) -> str | None:
     spec = attempt_spec(pack, pack.task(TASK), 0, run_id="run-one", attempt_id="att-one", agent="oracle")
-    outcome = asyncio.run(execute_attempt(spec, provider, proxy, bench=pack))
+    outcome = asyncio.run(execute_attempt(spec, provider, proxy))
     return None if outcome.system_error is None else outcome.system_error.kind
 
 

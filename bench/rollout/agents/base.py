@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 from bench.llm.client import ToolCallRequest
 
 DONE_TAG = "<DONE>"
+# What a built-in agent that replays the golden calls (oracle, chaos) says at the end.
+REPLAY_FINAL = "I have completed your request."
 
 
 class AgentStep(BaseModel):

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.dataset.domains import server_module
-from bench.rollout.agents.base import PlanAgent, PlannedCall
+from bench.rollout.agents.base import REPLAY_FINAL, PlanAgent, PlannedCall
 
 Kind = Literal["drop_write", "alter_value", "extra_call", "invalid_args", "stop_early"]
 KINDS: tuple[Kind, ...] = ("drop_write", "alter_value", "extra_call", "invalid_args", "stop_early")
@@ -188,4 +188,4 @@ def chaos_agent(
 ) -> tuple[PlanAgent, ChaosPlan]:
     plan = chaos_plan(bench, task, seed, rate, kinds)
     calls: list[PlannedCall] = list(plan.calls)
-    return PlanAgent(calls, final="I have completed your request."), plan
+    return PlanAgent(calls, final=REPLAY_FINAL), plan

@@ -5,8 +5,8 @@ order, then signals done. Every task must pass with it: it checks the harness
 from __future__ import annotations
 
 from bench.dataset import Benchmark, Task
-from bench.rollout.agents.base import PlanAgent
+from bench.rollout.agents.base import REPLAY_FINAL, PlanAgent
 
 
 def oracle_agent(bench: Benchmark, task: Task) -> PlanAgent:
-    return PlanAgent(bench.golden_calls(task), final="I have completed your request.")
+    return PlanAgent(bench.golden_calls(task), final=REPLAY_FINAL)
