@@ -120,7 +120,8 @@ class PostgresProbe:
         def probe() -> psycopg.Connection[Any]:
             # A refused TCP connect first, as for HttpProbe: libpq's failed attempt costs
             # several times more, and PostgreSQL listens only once its start is done.
-            socket.create_connection((host, port), timeout=2.0).close()
+            if not host.startswith("/"):  # a Unix socket directory has no TCP port
+                socket.create_connection((host, port), timeout=2.0).close()
             return psycopg.connect(dsn, autocommit=True)
 
         yield probe

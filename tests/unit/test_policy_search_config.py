@@ -43,7 +43,7 @@ def test_sandbox_indexes_vectors_only_for_hybrid(monkeypatch: pytest.MonkeyPatch
         embedded.append(texts)
         return [[0.0] * 384 for _ in texts]
 
-    monkeypatch.setattr(knowledge, "make_client", lambda url, key: object())
+    monkeypatch.setattr(knowledge, "make_client", lambda url, key, **kw: object())
     monkeypatch.setattr(knowledge, "document_vectors", fake_vectors)
     monkeypatch.setattr(
         knowledge, "index_sources", lambda c, coll, s, embeddings=None: indexed.append((coll, embeddings))
