@@ -127,7 +127,7 @@ def attempt(
             with WatchedProxy() as proxy:
                 approver = Approver(proxy, answer)
                 models.scripts["user-m"] = approver
-                outcome = await execute_attempt(spec, provider, proxy, bench=bench)
+                outcome = await execute_attempt(spec, provider, proxy)
         finally:
             await provider.close()
             await provider.sweep(run_id)
