@@ -572,6 +572,41 @@ def test_mcp_endpoint_relays_to_the_session(served: Served, bench: Benchmark) ->
         value(c.post("/session_destroy", json={"session_id": sid}))
 
 
+def test_empty_available_tools_shows_no_tool_anywhere(served: Served, bench: Benchmark) -> None:
+    """§3.2/§4.2: `available_tools: []` leaves the visible tool table empty, so neither
+    the JSON routes nor `/mcp/` list or call any tool of the session's server."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    task = traced_task(bench, "sandbox_external_retail")
+    sid = "no-tools"
+    golden = task.trace["calls"][0]
+    with served.client() as c:
+        value(create(c, sid, task, available_tools=[]))
+        assert value(c.post("/list_tools", json={"session_id": sid})) == {"tools": {}}
+        assert value(call(c, sid, golden["tool"], golden["parameters"]), 400) == (
+            f"Tool {golden['tool']} does not exist"
+        )
+
+        async def drive() -> tuple[list[str], bool]:
+            async with (
+                httpx2.AsyncClient(headers={"X-TB-Session-Id": sid}, timeout=60) as http,
+                Client(streamable_http_client(served.url + "/mcp/", http_client=http), cache=None) as mcp,
+            ):
+                listed = [t.name for t in (await mcp.list_tools()).tools]
+                result = await mcp.call_tool(golden["tool"], golden["parameters"])
+            return listed, bool(result.is_error)
+
+        listed, refused = asyncio.run(drive())
+        assert listed == [] and refused
+        e = effects(c, sid, task.server)  # nothing ran: the state is the initial one
+        assert e["result_db_hash"] == task.trace["initial_state_hash"]
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
 # ---- auth, idle expiry, SIGTERM (a second server) ---------------------------------------------
 def test_auth_idle_expiry_and_sigterm_leave_nothing(
     tmp_path: Path, dataset: Path, bench: Benchmark, dclient: docker.DockerClient
