@@ -558,7 +558,15 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
 # ---------------------------------------------------------------- concurrency
 
 
-def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: docker.DockerClient) -> None:
+def test_eight_episodes_at_once_each_its_own_sandbox(
+    server: Served, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    """A group of 8 resets of one task: 8 sandboxes (no shared rows), each episode
+    driven to its terminal step and graded on its own. Even episodes play the golden
+    calls (reward 1.0: its update names the ticket id a fresh table gives the new
+    ticket, so a shared table would fail it); odd ones write a stray ticket of their
+    own (reward 0.0). Every episode then lists the tickets and sees only its writes."""
+    golden_subject = bench.golden_calls(bench.task(TASK))[0][1]["item"]["subject"]
     clients: list[Client] = []
     starters = [threading.Thread(target=lambda: clients.append(Client(server.url))) for _ in range(8)]
     for t in starters:
@@ -569,36 +577,38 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
     results: dict[int, Any] = {}
     seen_containers: list[str] = []
 
+    def call(env: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        step = env.step({"type": "call_tool", "tool_name": tool, "arguments": arguments})
+        assert step["ok"] and step["observation"]["tool_error"] is None, step
+        return step
+
     def play(i: int) -> None:
         env = clients[i]
         try:
             assert env.reset(test_uid=TASK)["ok"]
             seen_containers.extend(env.state()["containers"].values())
-            item = {
-                "subject": f"isolation-{i}",
-                "description": "x",
-                "requester_id": "10003",
-                "status": "open",
-            }
-            created = env.step(
-                {
-                    "type": "call_tool",
-                    "tool_name": "zendesk_create_item",
-                    "arguments": {"table": "tickets", "item": item},
+            if i % 2 == 0:
+                for action in golden_actions(bench):
+                    assert env.step(action)["ok"]
+                closing = "I opened a ticket about the delay and solved it."
+            else:
+                item = {
+                    "subject": f"isolation-{i}",
+                    "description": "x",
+                    "requester_id": "10003",
+                    "status": "open",
                 }
-            )
-            assert created["observation"]["tool_error"] is None, created
-            listed = env.step(
-                {
-                    "type": "call_tool",
-                    "tool_name": "zendesk_get_items",
-                    "arguments": {"table": "tickets", "$top": 1000},
-                }
-            )
-            text = listed["observation"]["tool_result"]
-            results[i] = sorted(s for s in (f"isolation-{j}" for j in range(8)) if f'"{s}"' in text)
+                call(env, "zendesk_create_item", {"table": "tickets", "item": item})
+                closing = "Sorry, I cannot help with that. <DONE>"
+            text = call(env, "zendesk_get_items", {"table": "tickets", "$top": 1000})["observation"][
+                "tool_result"
+            ]
+            strays = sorted(s for s in (f"isolation-{j}" for j in range(8)) if f'"{s}"' in text)
+            final = env.step({"type": "submit_message", "content": closing})
+            assert final["done"] is True, final
+            results[i] = (strays, text.count(f'"{golden_subject}"'), final)
             if i == 7:
-                env.kill()  # a client that disappears mid-episode
+                env.kill()  # a client that disappears without closing
             else:
                 env.exit()
         except BaseException as exc:
@@ -612,7 +622,17 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
     for c in clients:
         if c.proc.poll() is None:
             c.kill()
-    assert all(results.get(i) == [f"isolation-{i}"] for i in range(8)), results
+    assert all(isinstance(results.get(i), tuple) for i in range(8)), results
+    assert all(results[i][0] == ([] if i % 2 == 0 else [f"isolation-{i}"]) for i in range(8)), results
+    golden_counts = {results[i][1] for i in range(0, 8, 2)}
+    stray_counts = {results[i][1] for i in range(1, 8, 2)}
+    assert len(golden_counts) == len(stray_counts) == 1 and golden_counts == {next(iter(stray_counts)) + 1}
+    rewards = [results[i][2]["reward"] for i in range(8)]
+    assert rewards == [1.0, 0.0] * 4, rewards
+    attempts = [results[i][2]["observation"]["metadata"]["attempt_id"] for i in range(8)]
+    assert len(set(attempts)) == 8
+    rows = [row_of(server, a) for a in attempts]
+    assert [r["passed"] for r in rows] == [True, False] * 4 and not any(r["system_error"] for r in rows)
     assert len(set(seen_containers)) == len(seen_containers) >= 8 * 3
     assert containers_gone(dclient, seen_containers, timeout=120)
     # the capacity bound is back to all free once every episode ended
