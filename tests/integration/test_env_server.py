@@ -881,6 +881,48 @@ def test_ready_names_docker_a_rejected_key_and_a_dead_endpoint(tmp_path: Path, d
     assert key not in served.log.read_text()
 
 
+def test_each_listed_task_is_reset_from_a_sandbox_prepared_for_it(
+    tmp_path: Path, dataset: Path, user_stub: UserStub, base_images: dict[str, str]
+) -> None:
+    """`--tasks A,B`: the pool prepares its spares round-robin over the list, so a reset
+    of B (out of list order) and then of A are both hand-overs (the pool's counters on
+    /ready, not wall time)."""
+    other = "sandbox_external_retail_group1.py:test_case_ST002_003"
+    config = write_config(tmp_path / "models.json", user_stub.base_url)
+    served = start_server(
+        tmp_path,
+        config,
+        dataset,
+        *("--tasks", f"{TASK},{other}", "--warm", "2", "--max-episodes", "2", "--start-timeout", "300"),
+    )
+
+    def pool(until: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            counts = served.ready().json().get("pools", {}).get("retail", {})
+            if until(counts):
+                return dict(counts)
+            time.sleep(1)
+        pytest.fail(f"the retail pool never got there: {counts}")
+
+    try:
+        wait_ready(served)
+        pool(lambda c: c.get("booted") == 2)  # both spares booted and seeded, one per task
+        http = httpx.Client(base_url=served.url, timeout=300)
+        for uid in (other, TASK):
+            reset = http.post("/reset", json={"test_uid": uid})
+            assert reset.status_code == 200, reset.text
+            episode = reset.json()["observation"]["metadata"]["episode_id"]
+            action = {"type": "submit_message", "content": "Sorry, I cannot help with that. <DONE>"}
+            final = http.post("/step", json={"action": action, "episode_id": episode}).json()
+            assert final["done"] is True, final
+        counts = pool(lambda c: c.get("checkouts") == 2)
+        assert counts["handovers"] == 2, counts
+    finally:
+        stop_server(served)
+        sweep(run=served.run_id)
+
+
 def test_a_missing_image_ends_the_server_at_start(tmp_path: Path, dataset: Path, user_stub: UserStub) -> None:
     """Waiting cannot build an image: the server says so and exits, not 503 forever (#27 item 3)."""
     # A checkout whose typesense image inputs differ: its content-hash tag was never
