@@ -16,8 +16,6 @@ import json
 import os
 import queue
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +30,7 @@ import docker
 import docker.errors
 import httpx
 import pytest
+from server_process import free_port, launch, terminate
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.results import load_run
@@ -55,12 +54,6 @@ def openenv_python(version: str = "0.10") -> str:
     if not path.exists():
         pytest.fail(f"{path} missing: `make {target}` installs the OpenEnv {version} client in {venv}")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class UserStub:
@@ -179,14 +172,7 @@ def start_server(
         str(out),
         *extra,
     ]
-    proc = subprocess.Popen(
-        args,
-        cwd=cwd,
-        env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true", **(env or {})},
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = launch(args, log, env, cwd)
     served = Served(f"http://127.0.0.1:{port}", out, proc, log)
     if not wait_listen:
         return served
@@ -203,13 +189,7 @@ def start_server(
 
 
 def stop_server(served: Served) -> None:
-    if served.proc.poll() is None:
-        served.proc.send_signal(signal.SIGTERM)
-        try:
-            served.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            served.proc.kill()
-            served.proc.wait()
+    terminate(served.proc, 60)
 
 
 def wait_ready(served: Served, timeout: float = 300) -> dict[str, Any]:
