@@ -13,6 +13,12 @@ preparer (equal `fingerprint()`: the same rows, documents and settings, so the
 same canonical state). A checkout nobody planned for, or one whose planned
 sandbox failed, boots its own as before.
 
+A plan may also say `again=True` (`tbx env serve`: the order of resets is the
+client's, and a group of resets of one task is the common case): the
+replacement of a sandbox handed over for a planned preparer is prepared for
+that preparer again before the rest of the plan, so a task being reset keeps a
+spare while the plan's round over the other tasks keeps theirs.
+
 A pooled sandbox is never reused: after its attempt it is torn down like any
 other, so isolation is exactly that of a cold start. Boots run through a
 `sandbox.boots.BootGate` (a bound on boots in flight; queued, never timed out
@@ -85,12 +91,18 @@ class SandboxPool:
         self._owed: dict[Key, int] = {}
         # The preparers of the checkouts to come, not booted for yet (None: no plan).
         self._plan: deque[Callable[[], Preparer]] | None = None
+        self._again = False  # a hand-over's replacement is planned for its preparer again
+        self._factories: dict[Key, Callable[[], Preparer]] = {}  # planned key -> its plan entry
         self._booting: set[asyncio.Task[None]] = set()
         self._resolving: set[asyncio.Future[None]] = set()  # planned boots whose key is being computed
         self._closed = False
         self._entered = False
         self._booted = 0  # booted sandboxes waiting in _ready (failures excluded)
         self.last_error: BaseException | None = None  # the latest boot failure, None after a good boot
+        # Checkouts served, and of those the hand-overs of a sandbox prepared ahead for them
+        # (the rest waited for a seeding, or a boot, of their own): what /ready reports.
+        self.checkouts = 0
+        self.handovers = 0
 
     async def __aenter__(self) -> SandboxPool:
         if self.images is None:
@@ -103,12 +115,14 @@ class SandboxPool:
         await self.close()
 
     # ---- what is booted ahead
-    def plan(self, upcoming: Iterable[Callable[[], Preparer]]) -> None:
+    def plan(self, upcoming: Iterable[Callable[[], Preparer]], *, again: bool = False) -> None:
         """The preparers of the next checkouts, in the order they will come (each a
         zero-argument callable, called in a worker thread when its boot is spawned).
         Spare sandboxes are then booted *and prepared* for them (call it before
-        `__aenter__`, or spares booted until then are plain ones)."""
+        `__aenter__`, or spares booted until then are plain ones). `again`: each
+        checkout of a planned preparer puts it first in the plan once more."""
         self._plan = deque(upcoming)
+        self._again = again
         if self._entered:
             self._fill()
 
@@ -153,6 +167,7 @@ class SandboxPool:
             finally:
                 self._resolving.discard(resolved)
                 resolved.set_result(None)
+            self._factories.setdefault(key, factory)
             self._owe(key)
             await self._boot_one(key, preparer)
 
@@ -214,6 +229,7 @@ class SandboxPool:
         # No spare left for it: this acquire waits for a boot of its own (for a key,
         # prepared in the boot: nobody planned this checkout).
         # (Beyond the budget: a retried attempt asks for one more than the run planned.)
+        ahead = key is not None and self._owed.get(key, 0) > 0
         if self._owed.get(key, 0) == 0 and not self._spawn(
             key, prepare if key is not None else None, beyond_budget=True
         ):
@@ -231,6 +247,10 @@ class SandboxPool:
                 self._fill()
             raise item
         self._booted -= 1
+        self.checkouts += 1
+        self.handovers += ahead
+        if self._again and self._plan is not None and key in self._factories:
+            self._plan.appendleft(self._factories[key])  # the likeliest next checkout: this one again
         self._fill()
         sb = item
         if key is None:

@@ -111,10 +111,14 @@ class SandboxProvider(abc.ABC):
         self,
         attempts_per_domain: Mapping[str, int],
         upcoming: Sequence[Upcoming] | None = None,
+        *,
+        again: bool = False,
     ) -> None:
         """How many checkouts each domain will see (a pool stops booting there) and,
         when known, what each will be prepared with, in checkout order (a pool then
-        prepares its spares ahead for them, and the checkout is a hand-over)."""
+        prepares its spares ahead for them, and the checkout is a hand-over).
+        `again`: a checkout's replacement is prepared for the same preparer first
+        (`SandboxPool.plan`)."""
 
     @property
     def warm(self) -> int:
@@ -286,6 +290,7 @@ class DockerProvider(SandboxProvider):
         self.pools: dict[str, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
         self.upcoming: dict[str, list[Callable[[], Preparer]]] = {}
+        self.again = False  # plan(again=...)
         # One bound on boots in flight for every pool and cold start (sandbox.boots).
         self.boots: BootGate | None = None
         # Teardown off the attempt's critical path, a bounded number at once (sandbox.reaper).
@@ -301,9 +306,14 @@ class DockerProvider(SandboxProvider):
         self.boots = BootGate()
 
     def plan(
-        self, attempts_per_domain: Mapping[str, int], upcoming: Sequence[Upcoming] | None = None
+        self,
+        attempts_per_domain: Mapping[str, int],
+        upcoming: Sequence[Upcoming] | None = None,
+        *,
+        again: bool = False,
     ) -> None:
         self.budgets = dict(attempts_per_domain)
+        self.again = again
         self.upcoming = {}
         for item in upcoming or ():
             self.upcoming.setdefault(",".join(item.domains), []).append(item.preparer)
@@ -384,7 +394,7 @@ class DockerProvider(SandboxProvider):
             )
             self.pools[key] = pool
             if key in self.upcoming:
-                pool.plan(self.upcoming[key])
+                pool.plan(self.upcoming[key], again=self.again)
             await pool.__aenter__()
         return pool
 

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
 WARM_TOTAL = 2  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
-PLAN_AHEAD = 10_000  # planned checkouts of a one-task domain (lazy preparers: cheap to hold)
+PLAN_AHEAD = 10_000  # planned checkouts per served domain (lazy preparers: cheap to hold)
 
 
 def warm_sizes(tasks: list[Task], max_episodes: int, warm: int | None) -> dict[str, int]:
@@ -154,11 +154,10 @@ class EnvHost:
                         start_timeout=self.opts.start_timeout,
                         checkout_timeout=2 * self.opts.start_timeout,
                     )
-                    # A domain serving one task (a GRPO group, or a server of one task) has
-                    # its spares seeded for that task ahead: a reset is a hand-over. With
-                    # several tasks the order is the client's: spares are booted only and
-                    # seeded at the reset.
-                    provider.plan({}, self._one_task_plan())
+                    # Every domain's spares are seeded ahead for its served tasks, a round
+                    # over them in list order, and a reset's replacement for the task it
+                    # took (the likeliest next reset: a group's): a reset is a hand-over.
+                    provider.plan({}, self._plan_ahead(), again=True)
                     await provider.start(self.run_id)  # stale leftovers swept, images resolved
                     self.provider = provider
                 if self.manifest is None:
@@ -180,14 +179,16 @@ class EnvHost:
                 self.bring_up_error = f"{exc.__class__.__name__}: {exc}"
             await asyncio.sleep(BRING_UP_RETRY)
 
-    def _one_task_plan(self) -> list[Upcoming]:
-        """PLAN_AHEAD checkouts of each one-task domain's task (lazy preparers: cheap to hold)."""
+    def _plan_ahead(self) -> list[Upcoming]:
+        """Per domain, PLAN_AHEAD checkouts: its served tasks round-robin in list order
+        (lazy preparers: cheap to hold; the pool takes them as it boots spares)."""
         upcoming: list[Upcoming] = []
         for domain in self.domains:
-            only = [t for t in self.tasks.values() if t.domain == domain]
-            if len(only) == 1:
-                prepare = functools.partial(task_preparation, self.bench, only[0])
-                upcoming += [Upcoming([domain], prepare)] * PLAN_AHEAD
+            served = [t for t in self.tasks.values() if t.domain == domain]
+            prepares = [
+                Upcoming([domain], functools.partial(task_preparation, self.bench, t)) for t in served
+            ]
+            upcoming += [prepares[i % len(prepares)] for i in range(PLAN_AHEAD)]
         return upcoming
 
     def _write_manifest(self, images: dict[str, str]) -> dict[str, Any]:

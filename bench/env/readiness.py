@@ -174,4 +174,9 @@ class Readiness:
             "failing": failing,
             "components": {n: c.as_dict() for n, c in results.items()},
             "episodes": {"active": len(host.episodes), "max": host.opts.max_episodes},
+            # per served domain: resets served, and how many were hand-overs of a prepared sandbox
+            "pools": {
+                d: {"booted": p.booted, "checkouts": p.checkouts, "handovers": p.handovers}
+                for d, p in sorted(host.pools.items())
+            },
         }

@@ -44,7 +44,8 @@ from servers.registry import load_domain
 def task_tool_policy(bench: Benchmark, task: Task) -> ToolPolicy:
     scenario = bench.scenario_of(task)
     return ToolPolicy(
-        allowed_tools=list(scenario.tool_names),
+        # A scenario that names no tools restricts none (an empty allow-list would hide all).
+        allowed_tools=list(scenario.tool_names) or None,
         overrides={
             t.name: t.override_description for t in scenario.tools if t.override_description is not None
         },

@@ -12,6 +12,12 @@ concurrent requests for one key in a process share a single replay. Files
 live under a directory per servers-image build (`image-<id>/`), so `tbx gc`
 drops the sets of builds that no longer exist (`prune_golden`).
 
+Two key spaces share the store's directory, layout, reader and pruning: a
+benchmark task's (`golden_key`, what `tbx run`, `tbx env serve` and regrade
+look up) and a Session API `server_config` entry's (`session_golden_key`: no
+task id, since a harness's entry need not be a benchmark task;
+bench.session_api.golden fills it with `GoldenStore.load`/`save`).
+
 A golden call that returns a tool error (the in-band error envelope or an MCP
 error) fails the task's preparation with `GoldenReplayError` (the reference
 only logs it).
@@ -44,7 +50,8 @@ from sandbox.cache import cache_dir
 log = logging.getLogger(__name__)
 
 CACHE_ENV = "TBX_GOLDEN_CACHE"
-CACHE_VERSION = 1
+CACHE_VERSION = 1  # the task key space's
+SESSION_KEY_VERSION = "session-api-1"  # the Session API key space's (never equal to a task's)
 
 
 class GoldenReplayError(RuntimeError):
@@ -112,21 +119,43 @@ def canonical_source_hash() -> str:
     return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
 
 
+def _content_key(material: dict[str, Any]) -> str:
+    """The one hash of both key spaces: their material plus the canonicalisation's source."""
+    material = {**material, "canonical": canonical_source_hash()}
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
 def golden_key(
     task: Task, calls: list[tuple[str, dict[str, Any]]], seeded_rows: dict[str, Any], image_id: str
 ) -> str:
-    material = {
-        "version": CACHE_VERSION,
-        "task": task.id,
-        "domain": task.domain,
-        "server": task.server,
-        "calls": [[tool, params] for tool, params in calls],
-        "seed": seeded_rows,
-        "image": image_id,
-        "canonical": canonical_source_hash(),
-    }
-    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()
+    """A benchmark task's key."""
+    return _content_key(
+        {
+            "version": CACHE_VERSION,
+            "task": task.id,
+            "domain": task.domain,
+            "server": task.server,
+            "calls": [[tool, params] for tool, params in calls],
+            "seed": seeded_rows,
+            "image": image_id,
+        }
+    )
+
+
+def session_golden_key(
+    domain: str, calls: list[tuple[str, dict[str, Any]]], rows: dict[str, Any], image_id: str
+) -> str:
+    """A Session API entry's key: what its state depends on, whichever session sent it."""
+    return _content_key(
+        {
+            "version": SESSION_KEY_VERSION,
+            "domain": domain,
+            "calls": [[tool, params] for tool, params in calls],
+            "seed": rows,
+            "image": image_id,
+        }
+    )
 
 
 def check_golden_calls(task_id: str, calls: list[ToolCallView]) -> None:

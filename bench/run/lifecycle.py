@@ -6,7 +6,7 @@
 
 Opening checks a sandbox out of the provider (`spec.sandbox_request()`), dumps
 the canonical initial state and registers the attempt with the session proxy
-under the spec's tool policy (an empty allow-list: every tool). Closing, always
+under the spec's tool policy (no allow-list: every tool; an empty one: none). Closing, always
 (also on an error or a cancellation): the proxy's record of the calls is
 collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
@@ -54,8 +54,8 @@ __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "regi
 
 def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
     """The session proxy's registration of `session`: every server with its secret, the
-    containers and the network its watch follows. An empty allow-list means every tool."""
-    policy = policy.model_copy(update={"allowed_tools": policy.allowed_tools or None})
+    containers and the network its watch follows. The policy goes as it is: an allow-list of
+    None lists every tool, an empty one none (a Session API `available_tools: []`)."""
     headers = dict(session.server_headers)
     return RegisterRequest(
         attempt_id=attempt_id,

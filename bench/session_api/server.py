@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bench.dataset import Benchmark
-from bench.run.golden import servers_image_id
+from bench.run.golden import GoldenStore, servers_image_id
 from bench.session_api.app import SessionApi, build_app, idle_expiry
 from bench.session_api.golden import GoldenCache
 from bench.session_api.record import Recorder
@@ -62,7 +61,8 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
     run_id = new_id("sessapi")
     provider = DockerProvider(warm=opts.warm)
     proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
-    golden = GoldenCache(provider, functools.cache(servers_image_id), opts.golden_cache, run_id=run_id)
+    store = GoldenStore(bench, opts.golden_cache, image_id=servers_image_id, run_id=run_id)
+    golden = GoldenCache(store, provider, run_id=run_id)
     recorder = Recorder(opts.record, bench, run_id) if opts.record is not None else None
 
     async def on_closed(session: Session) -> None:

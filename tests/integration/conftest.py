@@ -273,3 +273,34 @@ def outside(
         yield ip, OUTSIDE_PORT
     finally:
         container.remove(force=True)
+
+
+# ---- the demo runs tbx view and tbx compare are tested on ---------------------------------------
+DEMO_PACK = REPO / "bench" / "packs" / "demo"
+DEMO_AGENTS = ("oracle", "chaos")
+
+
+@pytest.fixture(scope="session")
+def demo_runs(tbx: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The oracle and the chaos agent on the embedded demo pack (every task, 2 repeats,
+    real sandboxes): agent -> run directory, made once for every module that reads them
+    (test_view_html, test_compare_html; they only read). TBX_DEMO_RUNS=ORACLE_DIR:CHAOS_DIR
+    reuses two runs made by exactly these commands instead."""
+    reuse = os.environ.get("TBX_DEMO_RUNS")
+    if reuse:
+        return dict(zip(DEMO_AGENTS, map(Path, reuse.split(":")), strict=True))
+    root = tmp_path_factory.mktemp("demo-runs")
+    runs = {}
+    for agent in DEMO_AGENTS:
+        out = root / agent
+        cmd = [tbx, "run", "--dataset", str(DEMO_PACK), "--agent", agent, "--repeat", "2", "--skip-rubrics"]
+        cmd += ["--concurrency", "2", "--plain", "--name", agent, "--out", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        # 3: some attempts ended in system errors (a busy machine's container start-up);
+        # they are rows too, and the tests count them apart
+        assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
+        rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+        valid = [r for r in rows if not r["system_error"]]
+        assert len(valid) >= 20, f"{agent}: only {len(valid)} of 30 attempts judged"
+        runs[agent] = out
+    return runs

@@ -4,25 +4,22 @@ tasks that flipped, links them to the `tbx view` site of both runs, and its
 compare.html renders in a real headless Chromium with nothing fetched.
 
 Needs Docker with the tbx images and Debian's `chromium` (or $TBX_CHROMIUM).
-TBX_COMPARE_DEMO_RUNS=ORACLE_DIR:CHAOS_DIR reuses two runs made by exactly
-the commands of `demo_runs` instead of running them again.
+The runs are conftest's session-wide `demo_runs` (shared with test_view_html;
+TBX_DEMO_RUNS=ORACLE_DIR:CHAOS_DIR reuses two made before).
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_report_html import chromium, png_size, run_chromium
 
-DEMO = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 pytestmark = pytest.mark.timeout(3600)  # two demo runs: 60 attempts in real sandboxes
 
 PROBE = """<script>
@@ -48,25 +45,6 @@ def rows_of(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def demo_runs(tbx: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
-    reuse = os.environ.get("TBX_COMPARE_DEMO_RUNS")
-    if reuse:
-        yield [Path(p) for p in reuse.split(":")]
-        return
-    root = tmp_path_factory.mktemp("compare-demo")
-    runs = []
-    for agent in ("oracle", "chaos"):
-        out = root / agent
-        cmd = [tbx, "run", "--dataset", str(DEMO), "--agent", agent, "--repeat", "2", "--skip-rubrics"]
-        cmd += ["--concurrency", "2", "--plain", "--name", agent, "--out", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        # 3: some attempts ended in system errors (a busy machine); compare counts valid ones only
-        assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
-        runs.append(out)
-    yield runs
-
-
 def per_task(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
     """task -> (passes, valid attempts)."""
     out: dict[str, tuple[int, int]] = {}
@@ -79,9 +57,9 @@ def per_task(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 
 
 def test_compare_names_flipped_tasks_and_renders_in_chromium(
-    demo_runs: list[Path], tbx: str, tmp_path: Path
+    demo_runs: dict[str, Path], tbx: str, tmp_path: Path
 ) -> None:
-    oracle, chaos = demo_runs
+    oracle, chaos = demo_runs["oracle"], demo_runs["chaos"]
     out = tmp_path / "cmp"
     view = subprocess.run(
         [tbx, "view", str(oracle), str(chaos), "--out", str(out)], capture_output=True, text=True, timeout=600

@@ -16,8 +16,6 @@ import json
 import os
 import queue
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +30,7 @@ import docker
 import docker.errors
 import httpx
 import pytest
+from server_process import free_port, launch, terminate
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.results import load_run
@@ -55,12 +54,6 @@ def openenv_python(version: str = "0.10") -> str:
     if not path.exists():
         pytest.fail(f"{path} missing: `make {target}` installs the OpenEnv {version} client in {venv}")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class UserStub:
@@ -179,14 +172,7 @@ def start_server(
         str(out),
         *extra,
     ]
-    proc = subprocess.Popen(
-        args,
-        cwd=cwd,
-        env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true", **(env or {})},
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = launch(args, log, env, cwd)
     served = Served(f"http://127.0.0.1:{port}", out, proc, log)
     if not wait_listen:
         return served
@@ -203,13 +189,7 @@ def start_server(
 
 
 def stop_server(served: Served) -> None:
-    if served.proc.poll() is None:
-        served.proc.send_signal(signal.SIGTERM)
-        try:
-            served.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            served.proc.kill()
-            served.proc.wait()
+    terminate(served.proc, 60)
 
 
 def wait_ready(served: Served, timeout: float = 300) -> dict[str, Any]:
@@ -558,7 +538,15 @@ def test_http_routes(server: Served, bench: Benchmark) -> None:
 # ---------------------------------------------------------------- concurrency
 
 
-def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: docker.DockerClient) -> None:
+def test_eight_episodes_at_once_each_its_own_sandbox(
+    server: Served, bench: Benchmark, dclient: docker.DockerClient
+) -> None:
+    """A group of 8 resets of one task: 8 sandboxes (no shared rows), each episode
+    driven to its terminal step and graded on its own. Even episodes play the golden
+    calls (reward 1.0: its update names the ticket id a fresh table gives the new
+    ticket, so a shared table would fail it); odd ones write a stray ticket of their
+    own (reward 0.0). Every episode then lists the tickets and sees only its writes."""
+    golden_subject = bench.golden_calls(bench.task(TASK))[0][1]["item"]["subject"]
     clients: list[Client] = []
     starters = [threading.Thread(target=lambda: clients.append(Client(server.url))) for _ in range(8)]
     for t in starters:
@@ -569,36 +557,38 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
     results: dict[int, Any] = {}
     seen_containers: list[str] = []
 
+    def call(env: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        step = env.step({"type": "call_tool", "tool_name": tool, "arguments": arguments})
+        assert step["ok"] and step["observation"]["tool_error"] is None, step
+        return step
+
     def play(i: int) -> None:
         env = clients[i]
         try:
             assert env.reset(test_uid=TASK)["ok"]
             seen_containers.extend(env.state()["containers"].values())
-            item = {
-                "subject": f"isolation-{i}",
-                "description": "x",
-                "requester_id": "10003",
-                "status": "open",
-            }
-            created = env.step(
-                {
-                    "type": "call_tool",
-                    "tool_name": "zendesk_create_item",
-                    "arguments": {"table": "tickets", "item": item},
+            if i % 2 == 0:
+                for action in golden_actions(bench):
+                    assert env.step(action)["ok"]
+                closing = "I opened a ticket about the delay and solved it."
+            else:
+                item = {
+                    "subject": f"isolation-{i}",
+                    "description": "x",
+                    "requester_id": "10003",
+                    "status": "open",
                 }
-            )
-            assert created["observation"]["tool_error"] is None, created
-            listed = env.step(
-                {
-                    "type": "call_tool",
-                    "tool_name": "zendesk_get_items",
-                    "arguments": {"table": "tickets", "$top": 1000},
-                }
-            )
-            text = listed["observation"]["tool_result"]
-            results[i] = sorted(s for s in (f"isolation-{j}" for j in range(8)) if f'"{s}"' in text)
+                call(env, "zendesk_create_item", {"table": "tickets", "item": item})
+                closing = "Sorry, I cannot help with that. <DONE>"
+            text = call(env, "zendesk_get_items", {"table": "tickets", "$top": 1000})["observation"][
+                "tool_result"
+            ]
+            strays = sorted(s for s in (f"isolation-{j}" for j in range(8)) if f'"{s}"' in text)
+            final = env.step({"type": "submit_message", "content": closing})
+            assert final["done"] is True, final
+            results[i] = (strays, text.count(f'"{golden_subject}"'), final)
             if i == 7:
-                env.kill()  # a client that disappears mid-episode
+                env.kill()  # a client that disappears without closing
             else:
                 env.exit()
         except BaseException as exc:
@@ -612,7 +602,17 @@ def test_eight_episodes_at_once_each_its_own_sandbox(server: Served, dclient: do
     for c in clients:
         if c.proc.poll() is None:
             c.kill()
-    assert all(results.get(i) == [f"isolation-{i}"] for i in range(8)), results
+    assert all(isinstance(results.get(i), tuple) for i in range(8)), results
+    assert all(results[i][0] == ([] if i % 2 == 0 else [f"isolation-{i}"]) for i in range(8)), results
+    golden_counts = {results[i][1] for i in range(0, 8, 2)}
+    stray_counts = {results[i][1] for i in range(1, 8, 2)}
+    assert len(golden_counts) == len(stray_counts) == 1 and golden_counts == {next(iter(stray_counts)) + 1}
+    rewards = [results[i][2]["reward"] for i in range(8)]
+    assert rewards == [1.0, 0.0] * 4, rewards
+    attempts = [results[i][2]["observation"]["metadata"]["attempt_id"] for i in range(8)]
+    assert len(set(attempts)) == 8
+    rows = [row_of(server, a) for a in attempts]
+    assert [r["passed"] for r in rows] == [True, False] * 4 and not any(r["system_error"] for r in rows)
     assert len(set(seen_containers)) == len(seen_containers) >= 8 * 3
     assert containers_gone(dclient, seen_containers, timeout=120)
     # the capacity bound is back to all free once every episode ended
@@ -859,6 +859,48 @@ def test_ready_names_docker_a_rejected_key_and_a_dead_endpoint(tmp_path: Path, d
         stop_server(served)
         rejecting.close()
     assert key not in served.log.read_text()
+
+
+def test_each_listed_task_is_reset_from_a_sandbox_prepared_for_it(
+    tmp_path: Path, dataset: Path, user_stub: UserStub, base_images: dict[str, str]
+) -> None:
+    """`--tasks A,B`: the pool prepares its spares round-robin over the list, so a reset
+    of B (out of list order) and then of A are both hand-overs (the pool's counters on
+    /ready, not wall time)."""
+    other = "sandbox_external_retail_group1.py:test_case_ST002_003"
+    config = write_config(tmp_path / "models.json", user_stub.base_url)
+    served = start_server(
+        tmp_path,
+        config,
+        dataset,
+        *("--tasks", f"{TASK},{other}", "--warm", "2", "--max-episodes", "2", "--start-timeout", "300"),
+    )
+
+    def pool(until: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            counts = served.ready().json().get("pools", {}).get("retail", {})
+            if until(counts):
+                return dict(counts)
+            time.sleep(1)
+        pytest.fail(f"the retail pool never got there: {counts}")
+
+    try:
+        wait_ready(served)
+        pool(lambda c: c.get("booted") == 2)  # both spares booted and seeded, one per task
+        http = httpx.Client(base_url=served.url, timeout=300)
+        for uid in (other, TASK):
+            reset = http.post("/reset", json={"test_uid": uid})
+            assert reset.status_code == 200, reset.text
+            episode = reset.json()["observation"]["metadata"]["episode_id"]
+            action = {"type": "submit_message", "content": "Sorry, I cannot help with that. <DONE>"}
+            final = http.post("/step", json={"action": action, "episode_id": episode}).json()
+            assert final["done"] is True, final
+        counts = pool(lambda c: c.get("checkouts") == 2)
+        assert counts["handovers"] == 2, counts
+    finally:
+        stop_server(served)
+        sweep(run=served.run_id)
 
 
 def test_a_missing_image_ends_the_server_at_start(tmp_path: Path, dataset: Path, user_stub: UserStub) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,11 +24,11 @@ import docker
 import docker.errors
 import httpx
 import pytest
+from server_process import free_port, launch, terminate
 
 from bench.dataset import Benchmark, load_benchmark
 from judge.canonical import state_hash
 
-REPO = Path(__file__).resolve().parents[2]
 SERVERS = (
     "sandbox_external_retail",
     "sandbox_auto_insurance",
@@ -38,12 +37,6 @@ SERVERS = (
     "sandbox_neobank_support_v1",
 )
 YESNO = {"external_booking_v1", "sandbox_neobank_support_v1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -60,7 +53,7 @@ class Served:
 def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = None) -> Served:
     port = free_port()
     log = tmp / "server.log"
-    proc = subprocess.Popen(
+    proc = launch(
         [
             sys.executable,
             "-m",
@@ -74,11 +67,8 @@ def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = No
             str(tmp / "golden"),
             *extra,
         ],
-        cwd=REPO,
-        env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true", **(env or {})},
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        text=True,
+        log,
+        env,
     )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -93,14 +83,7 @@ def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = No
 
 
 def stop(served: Served) -> int:
-    if served.proc.poll() is None:
-        served.proc.send_signal(signal.SIGTERM)
-        try:
-            served.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            served.proc.kill()
-            served.proc.wait()
-    return served.proc.returncode
+    return terminate(served.proc, 120)
 
 
 def labelled(dclient: docker.DockerClient, run_id: str) -> tuple[list[str], list[str]]:
@@ -569,6 +552,41 @@ def test_mcp_endpoint_relays_to_the_session(served: Served, bench: Benchmark) ->
         )
         assert r.json()["error"]["message"] == "Session not found: nope"
         assert c.post("/mcp", json={}).status_code == 307
+        value(c.post("/session_destroy", json={"session_id": sid}))
+
+
+def test_empty_available_tools_shows_no_tool_anywhere(served: Served, bench: Benchmark) -> None:
+    """§3.2/§4.2: `available_tools: []` leaves the visible tool table empty, so neither
+    the JSON routes nor `/mcp/` list or call any tool of the session's server."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    task = traced_task(bench, "sandbox_external_retail")
+    sid = "no-tools"
+    golden = task.trace["calls"][0]
+    with served.client() as c:
+        value(create(c, sid, task, available_tools=[]))
+        assert value(c.post("/list_tools", json={"session_id": sid})) == {"tools": {}}
+        assert value(call(c, sid, golden["tool"], golden["parameters"]), 400) == (
+            f"Tool {golden['tool']} does not exist"
+        )
+
+        async def drive() -> tuple[list[str], bool]:
+            async with (
+                httpx2.AsyncClient(headers={"X-TB-Session-Id": sid}, timeout=60) as http,
+                Client(streamable_http_client(served.url + "/mcp/", http_client=http), cache=None) as mcp,
+            ):
+                listed = [t.name for t in (await mcp.list_tools()).tools]
+                result = await mcp.call_tool(golden["tool"], golden["parameters"])
+            return listed, bool(result.is_error)
+
+        listed, refused = asyncio.run(drive())
+        assert listed == [] and refused
+        e = effects(c, sid, task.server)  # nothing ran: the state is the initial one
+        assert e["result_db_hash"] == task.trace["initial_state_hash"]
         value(c.post("/session_destroy", json={"session_id": sid}))
 
 

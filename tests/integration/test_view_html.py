@@ -11,18 +11,16 @@ sandboxes), then the site read back from file:// with no network.
   and following them in Chromium lands on the right page.
 
 Needs Docker with the tbx images and Debian's `chromium` (or $TBX_CHROMIUM).
-TBX_VIEW_DEMO_RUNS=CHAOS_DIR:ORACLE_DIR reuses two runs made by exactly the
-commands of `demo_runs` instead of running them again.
+The runs are conftest's session-wide `demo_runs` (shared with test_compare_html;
+TBX_DEMO_RUNS=ORACLE_DIR:CHAOS_DIR reuses two made before).
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -36,32 +34,16 @@ pytestmark = pytest.mark.timeout(3600)
 
 
 @pytest.fixture(scope="module")
-def demo_runs(tbx: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
-    reuse = os.environ.get("TBX_VIEW_DEMO_RUNS")
-    if reuse:
-        yield [Path(p) for p in reuse.split(":")]
-        return
-    root = tmp_path_factory.mktemp("view-demo")
-    runs = []
-    for agent in ("chaos", "oracle"):
-        out = root / agent
-        cmd = [tbx, "run", "--dataset", str(DEMO), "--agent", agent, "--repeat", "2", "--skip-rubrics"]
-        cmd += ["--concurrency", "2", "--plain", "--name", agent, "--out", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        # 3: some attempts ended in system errors (a busy machine's container start-up);
-        # they are rows too, shown as such, and the tests count them apart
-        assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-3000:]
-        valid = [r for r in rows_of(out) if not r["system_error"]]
-        assert len(valid) >= 20, f"{agent}: only {len(valid)} of 30 attempts judged"
-        runs.append(out)
-    yield runs
+def runs(demo_runs: dict[str, Path]) -> list[Path]:
+    """The chaos run, then the oracle run (the order the site is built from)."""
+    return [demo_runs["chaos"], demo_runs["oracle"]]
 
 
 @pytest.fixture(scope="module")
-def site(demo_runs: list[Path], tbx: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(runs: list[Path], tbx: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("view-site")
     proc = subprocess.run(
-        [tbx, "view", *map(str, demo_runs), "--out", str(out)], capture_output=True, text=True, timeout=600
+        [tbx, "view", *map(str, runs), "--out", str(out)], capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr
     assert (out / "report.html").is_file()
@@ -84,15 +66,13 @@ def task_rows(page: str) -> dict[str, str]:
     }
 
 
-def test_tasks_page_lists_every_task_with_pass_counts(
-    site: Path, demo_runs: list[Path], tmp_path: Path
-) -> None:
+def test_tasks_page_lists_every_task_with_pass_counts(site: Path, runs: list[Path], tmp_path: Path) -> None:
     page = dom(site.joinpath("index.html").as_uri(), tmp_path / "p")
     rows = task_rows(page)
-    expected_tasks = {r["task_id"] for run in demo_runs for r in rows_of(run)}
+    expected_tasks = {r["task_id"] for run in runs for r in rows_of(run)}
     assert len(expected_tasks) == 15
     assert set(rows) == expected_tasks
-    for i, run in enumerate(demo_runs):
+    for i, run in enumerate(runs):
         for task in expected_tasks:
             mine = [r for r in rows_of(run) if r["task_id"] == task]
             passes = sum(r["passed"] for r in mine)
@@ -103,14 +83,14 @@ def test_tasks_page_lists_every_task_with_pass_counts(
             assert strip, rows[task]
             assert strip.group(1).count('data-mark="p"') == passes
             assert strip.group(2).startswith(f"{passes}/{valid}")
-    chaos = rows_of(demo_runs[0])
-    oracle = rows_of(demo_runs[1])
+    chaos = rows_of(runs[0])
+    oracle = rows_of(runs[1])
     assert all(r["passed"] for r in oracle if not r["system_error"])  # the oracle plays golden
     assert 0 < sum(r["passed"] for r in chaos) < len(chaos)  # chaos: some of each
 
 
-def test_filter_by_signature(site: Path, demo_runs: list[Path], tmp_path: Path) -> None:
-    chaos = rows_of(demo_runs[0])
+def test_filter_by_signature(site: Path, runs: list[Path], tmp_path: Path) -> None:
+    chaos = rows_of(runs[0])
     by_sig: dict[str, set[str]] = {}
     for r in chaos:
         if r.get("signature"):
@@ -123,9 +103,7 @@ def test_filter_by_signature(site: Path, demo_runs: list[Path], tmp_path: Path) 
         assert f"{len(tasks)} of {len(all_tasks)} tasks" in page
     page = dom(site.joinpath("index.html").as_uri() + "#status=never", tmp_path / "p")
     never = {
-        t
-        for t in all_tasks
-        if not any(r["passed"] for r in chaos + rows_of(demo_runs[1]) if r["task_id"] == t)
+        t for t in all_tasks if not any(r["passed"] for r in chaos + rows_of(runs[1]) if r["task_id"] == t)
     }
     assert set(task_rows(page)) == never
 
@@ -146,8 +124,8 @@ def field_difference(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return found[0][1], found[0][2]
 
 
-def test_attempt_page_shows_expected_and_got(site: Path, demo_runs: list[Path], tmp_path: Path) -> None:
-    row, diff = field_difference(demo_runs[0])
+def test_attempt_page_shows_expected_and_got(site: Path, runs: list[Path], tmp_path: Path) -> None:
+    row, diff = field_difference(runs[0])
     index = (site / "data" / "tasks.js").read_text()
     data = json.loads(index.split("=", 1)[1].strip().rstrip(";"))
     task = next(t for t in data["tasks"] if t["id"] == row["task_id"])
@@ -217,12 +195,12 @@ def test_links_work_offline(site: Path, tmp_path: Path) -> None:
     assert 'href="view/index.html"' in report
 
 
-def test_view_of_a_regraded_run(demo_runs: list[Path], tbx: str, tmp_path: Path) -> None:
+def test_view_of_a_regraded_run(runs: list[Path], tbx: str, tmp_path: Path) -> None:
     """`tbx judge regrade` rewrites the records and rows in place; the view reads them back."""
     import shutil
 
     copy = tmp_path / "regraded"
-    shutil.copytree(demo_runs[0], copy, ignore=shutil.ignore_patterns("view", "report.*"))
+    shutil.copytree(runs[0], copy, ignore=shutil.ignore_patterns("view", "report.*"))
     proc = subprocess.run(
         [tbx, "judge", "regrade", str(copy), "--dataset", str(DEMO)],
         capture_output=True,

@@ -46,8 +46,8 @@ def test_provider_sizes_each_pool_and_plans_it_ahead(monkeypatch: pytest.MonkeyP
             self.size, self.planned = size, None
             made[",".join(domains)] = self
 
-        def plan(self, upcoming: Any) -> None:
-            self.planned = list(upcoming)
+        def plan(self, upcoming: Any, *, again: bool = False) -> None:
+            self.planned, self.again = list(upcoming), again
 
         async def __aenter__(self) -> FakePool:
             return self
@@ -55,7 +55,7 @@ def test_provider_sizes_each_pool_and_plans_it_ahead(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(provider_mod, "SandboxPool", FakePool)
     provider = DockerProvider(warm=3, sizes={"retail": 1})
     prep = object()
-    provider.plan({}, [Upcoming(["retail"], lambda: prep)] * 4)  # type: ignore[arg-type,return-value]
+    provider.plan({}, [Upcoming(["retail"], lambda: prep)] * 4, again=True)  # type: ignore[arg-type,return-value]
 
     async def go() -> None:
         for domain in ("retail", "travel"):
@@ -63,4 +63,4 @@ def test_provider_sizes_each_pool_and_plans_it_ahead(monkeypatch: pytest.MonkeyP
 
     asyncio.run(go())
     assert made["retail"].size == 1 and made["travel"].size == 3
-    assert len(made["retail"].planned) == 4 and made["travel"].planned is None
+    assert len(made["retail"].planned) == 4 and made["retail"].again and made["travel"].planned is None

@@ -117,6 +117,27 @@ def test_a_planned_checkout_gets_the_sandbox_prepared_for_its_preparer() -> None
             c = FakePreparer("c")
             got_c = await asyncio.wait_for(pool.acquire(c), 5)
             assert got_c.sandbox.request.prepare is c
+            assert (pool.checkouts, pool.handovers) == (4, 3)  # "c" was no hand-over
+
+
+def test_a_plan_again_keeps_a_prepared_spare_for_each_task_being_reset() -> None:
+    """`tbx env serve`'s plan: its tasks round-robin, and `again`: a group of resets of
+    one task, then resets of the other, are all hand-overs of sandboxes prepared for them."""
+    a, b = FakePreparer("a"), FakePreparer("b")
+
+    async def go() -> None:
+        pool = SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False)
+        pool.plan([lambda: a, lambda: b] * 100, again=True)
+        async with pool:
+            for wanted, planned in [("a", a)] * 4 + [("b", b)] * 3 + [("a", a)]:
+                await _settle(pool)
+                got = await asyncio.wait_for(pool.acquire(FakePreparer(wanted)), 5)
+                # the planned preparer object: a hand-over, not a boot of its own at checkout
+                assert got.sandbox.request.prepare is planned, wanted
+            await _settle(pool)
+            assert pool.spare == 2 and pool.checkouts == pool.handovers == 8
+
+    asyncio.run(go())
 
 
 def test_a_retry_beyond_the_budget_still_gets_a_sandbox() -> None:
