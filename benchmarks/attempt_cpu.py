@@ -557,6 +557,12 @@ def report(results: dict[str, dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", default=[], help="NAME=PATH of a source tree (repeatable)")
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="NAME:VAR=VALUE: tree NAME's series run with VAR=VALUE (e.g. current:TBX_BOOT_CPU_GATE=0)",
+    )
     ap.add_argument("--dataset", type=Path, default=None)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--warm", type=int, default=None, help="warm pool (default concurrency / 4)")
@@ -574,6 +580,13 @@ def main(argv: list[str] | None = None) -> int:
         args.worker.write_text(json.dumps(series(args), default=str))
         return 0
     trees = dict(t.split("=", 1) for t in args.tree) or {"current": str(HERE.parent)}
+    extra: dict[str, dict[str, str]] = {}
+    for item in args.env:
+        name, _, assignment = item.partition(":")
+        var, _, value = assignment.partition("=")
+        if name not in trees or not var:
+            ap.error(f"--env {item!r}: expected NAME:VAR=VALUE with NAME one of {sorted(trees)}")
+        extra.setdefault(name, {})[var] = value
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="tbx-attempt-cpu-") as tmp:
         for rnd in range(args.rounds):
@@ -587,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--dataset", str(args.dataset)] if args.dataset else []
                 cmd += ["--profile"] if args.profile else []
                 env = {**os.environ, "PYTHONPATH": str(tree), "TESTCONTAINERS_RYUK_DISABLED": "true"}
+                env.update(extra.get(name, {}))
                 print(f"[{time.strftime('%H:%M:%S')}] {name} round {rnd + 1}: {tree}", file=sys.stderr)
                 subprocess.run(cmd, env=env, cwd=tree, check=True)
                 results[name if args.rounds == 1 else f"{name}#{rnd + 1}"] = json.loads(out.read_text())
