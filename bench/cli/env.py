@@ -82,9 +82,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 def task_source(tasks: str | None, release: str | None) -> tuple[str | Path | None, str | None]:
     """(the release list to load, the ids to pick from it): `--tasks FILE` is a task list of
     the release layout, served in its order; anything else is comma-separated ids."""
-    if tasks and Path(tasks).is_file():
+    if tasks and _is_file(tasks):
         return Path(tasks).resolve(), None
     return release, tasks
+
+
+def _is_file(text: str) -> bool:
+    """False for what cannot be a path at all (a list of ids longer than a file name may be)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def serve_command(args: argparse.Namespace) -> int:

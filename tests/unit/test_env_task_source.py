@@ -26,3 +26,9 @@ def test_a_file_is_loaded_as_the_release_in_its_order(tmp_path: Path) -> None:
 def test_ids_stay_ids() -> None:
     assert task_source("a.py:t1,a.py:t2", "rel") == ("rel", "a.py:t1,a.py:t2")
     assert task_source(None, None) == (None, None)
+
+
+def test_a_long_id_list_is_ids_not_a_path_too_long_to_look_up() -> None:
+    ids = ",".join(f"sandbox_external_retail_group1.py:test_case_ST{i:03d}_001" for i in range(8))
+    assert len(ids) > 255  # longer than a file name may be: the lookup itself fails
+    assert task_source(ids, None) == (None, ids)
