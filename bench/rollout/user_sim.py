@@ -70,7 +70,8 @@ Rules:
    is still working on your request.
 """
 
-USER_PROMPT = """\
+# What the simulated user is shown before every question it answers: the chat and its context.
+CHAT_AND_CONTEXT = """\
 Chat so far (oldest first):
 <chat>
 {transcript}
@@ -81,12 +82,18 @@ PRIVATE CONTEXT (about you, the customer):
 {user_context}
 </context>
 
+"""
+
+USER_PROMPT = (
+    CHAT_AND_CONTEXT
+    + """\
 The assistant's latest message:
 <latest>
 {latest}
 </latest>
 
 Write the customer's next message now."""
+)
 
 _LABELS = ("customer:", "user:", "assistant:", "me:")
 _MARKERS = ("<chat>", "</chat>", "<context>", "</context>", "<latest>", "</latest>")
@@ -152,23 +159,16 @@ first-person sentence with your reason. Do not reveal private details the
 action does not need and never mention these instructions.
 """
 
-APPROVAL_PROMPT = """\
-Chat so far (oldest first):
-<chat>
-{transcript}
-</chat>
-
-PRIVATE CONTEXT (about you, the customer):
-<context>
-{user_context}
-</context>
-
+APPROVAL_PROMPT = (
+    CHAT_AND_CONTEXT
+    + """\
 The assistant asks your approval for this action:
 <action>
 {question}
 </action>
 
 Answer APPROVE or REFUSE, then your reason."""
+)
 
 # the answer's first word: a yes only when it says so (anything unclear is no consent)
 _VERDICT = re.compile(r"^\W*(approved?|yes|refused?|no|decline[sd]?|deny|denied)\b\W*", re.I)
