@@ -67,6 +67,10 @@ def rss_kib(pid: int) -> int | None:
     return None
 
 
+MISS_GRACE = 20.0  # seconds for a killed attempt's error line to appear
+MAX_KILLS_FACTOR = 3
+
+
 class Chaos(threading.Thread):
     """Kills a random running attempt container of `pids` every `every` seconds
     (at most `kills`), and restarts `daemon` once when `restart_at()` says so."""
@@ -79,14 +83,18 @@ class Chaos(threading.Thread):
         kills: int | None,
         daemon: SecondDaemon | None,
         restart_at: Any,
+        errored: Any = None,
     ):
         super().__init__(daemon=True)
+        # attempt ids with an errors.jsonl line so far: a kill whose attempt has none
+        # after a grace struck a set no attempt was using (in teardown) and is not counted
+        self.errored = errored
         self.client_for = client_for
         self.pids = {str(p) for p in pids}
         self.every, self.kills = every, kills
         self.daemon_ = daemon
         self.restart_at = restart_at
-        self.killed: list[dict[str, str]] = []
+        self.killed: list[dict[str, Any]] = []
         self.restarted: float | None = None
         self.restart_seconds: float | None = None
         self.stop = threading.Event()
@@ -106,6 +114,21 @@ class Chaos(threading.Thread):
             if c.labels.get("tbx.pid") in self.pids and c.labels.get("tbx.role", "").split("-")[0] in ROLES
         ]
 
+    def allowed_kills(self) -> int:
+        """`kills`, plus one for each kill that missed: its attempt wrote no error line
+        within MISS_GRACE (the kill struck a set in teardown, after the terminal dump),
+        up to MAX_KILLS_FACTOR x `kills`. So `--kills N` means N kills under attempts in
+        flight whenever the runs give the chance, whatever the timing of boots."""
+        assert self.kills is not None
+        if self.errored is None:
+            return self.kills
+        errored = self.errored()
+        now = time.monotonic()
+        missed = sum(
+            1 for k in self.killed if k["attempt"] not in errored and now - float(k["at"]) > MISS_GRACE
+        )
+        return min(self.kills + missed, self.kills * MAX_KILLS_FACTOR)
+
     def run(self) -> None:
         while not self.stop.wait(self.every):
             try:
@@ -115,7 +138,7 @@ class Chaos(threading.Thread):
                     self.daemon_.restart(down_for=3.0)
                     self.restart_seconds = time.monotonic() - t
                     continue
-                if self.kills is not None and len(self.killed) >= self.kills:
+                if self.kills is not None and len(self.killed) >= self.allowed_kills():
                     continue
                 victims = self.victims()
                 if not victims:
@@ -127,6 +150,7 @@ class Chaos(threading.Thread):
                         "attempt": c.labels["tbx.attempt"],
                         "role": c.labels.get("tbx.role", ""),
                         "pid": c.labels["tbx.pid"],
+                        "at": time.monotonic(),
                     }
                 )
             except Exception as exc:
@@ -147,7 +171,11 @@ def main() -> int:
     ap.add_argument("--chaos-share", type=float, default=0.5, help="share of attempts run by the chaos agent")
     ap.add_argument("--kill-every", type=float, default=5.0, help="seconds between container kills")
     ap.add_argument(
-        "--kills", type=int, default=None, help="stop killing after this many (default: no limit)"
+        "--kills",
+        type=int,
+        default=None,
+        help="stop after this many kills under attempts in flight; a kill that struck a set in "
+        "teardown does not count, up to 3x as many kills in all (default: no limit)",
     )
     ap.add_argument("--no-restart", action="store_true", help="no daemon restart")
     ap.add_argument(
@@ -224,6 +252,7 @@ def main() -> int:
         args.kills,
         None if args.no_restart else d2,
         lambda: rows_written() >= restart_rows,
+        lambda: {line["attempt_id"] for a in outs for line in lines(outs[a] / "errors.jsonl")},
     )
     t0 = time.monotonic()
     rss: list[tuple[float, dict[str, int]]] = []
