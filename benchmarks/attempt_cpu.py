@@ -50,7 +50,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TCK = os.sysconf("SC_CLK_TCK")
-CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker")
+# Docker's parent and tbx's own (sandbox.cgroups); spelt out here because a worker runs
+# with another tree's code on its path, which may predate sandbox.cgroups.
+CPUACCT = (Path("/sys/fs/cgroup/cpuacct/docker"), Path("/sys/fs/cgroup/cpuacct/tbx"))
+CONTAINER_GROUPS = ("/docker/", "/tbx/")
 HOST_GROUPS = {
     "dockerd": "dockerd",
     "containerd": "containerd",
@@ -84,10 +87,12 @@ def proc_times(pid: str) -> tuple[float, float]:
 
 
 def cgroup_cpu(cid: str) -> float | None:
-    try:
-        return int((CPUACCT / cid / "cpuacct.usage").read_text()) / 1e9
-    except OSError:
-        return None
+    for parent in CPUACCT:
+        try:
+            return int((parent / cid / "cpuacct.usage").read_text()) / 1e9
+        except OSError:
+            continue
+    return None
 
 
 REAPERS = ("tbx", "dockerd", "containerd", "shims", "fuse-overlayfs")
@@ -103,9 +108,10 @@ def _other(pid: str, comm: str) -> str:
 
 def in_container(pid: str) -> bool:
     try:
-        return "/docker/" in Path(f"/proc/{pid}/cgroup").read_text()
+        text = Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return False
+    return any(group in text for group in CONTAINER_GROUPS)
 
 
 class Ledger:

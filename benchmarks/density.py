@@ -134,7 +134,12 @@ def rss_bytes(pid: str) -> int:
 
 
 def container_cpu(cid: str) -> float:
-    for d in (CGROUP / "cpuacct" / "docker" / cid, CGROUP / "system.slice" / f"docker-{cid}.scope"):
+    # Docker's parent or tbx's own (sandbox.cgroups; this file also runs on older trees)
+    for d in (
+        CGROUP / "cpuacct" / "docker" / cid,
+        CGROUP / "cpuacct" / "tbx" / cid,
+        CGROUP / "system.slice" / f"docker-{cid}.scope",
+    ):
         if (d / "cpuacct.usage").exists():
             return int((d / "cpuacct.usage").read_text()) / 1e9
         if (d / "cpu.stat").exists():
@@ -144,7 +149,11 @@ def container_cpu(cid: str) -> float:
 
 def memory_split(cid: str) -> dict[str, int]:
     stat: dict[str, int] = {}
-    for d in (CGROUP / "memory" / "docker" / cid, CGROUP / "system.slice" / f"docker-{cid}.scope"):
+    for d in (
+        CGROUP / "memory" / "docker" / cid,
+        CGROUP / "memory" / "tbx" / cid,
+        CGROUP / "system.slice" / f"docker-{cid}.scope",
+    ):
         if (d / "memory.stat").exists():
             for line in (d / "memory.stat").read_text().splitlines():
                 k, _, v = line.partition(" ")

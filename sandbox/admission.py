@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from sandbox.cache import cache_dir
+from sandbox.cgroups import container_dirs
 from sandbox.docker_client import docker_client
 from sandbox.errors import SandboxError
 
@@ -87,13 +88,8 @@ class Admission(BaseModel):
 
 
 def _cgroup_dirs(container_id: str) -> list[Path]:
-    """Where a container's memory cgroup lives (cgroup v1 cgroupfs/systemd, v2)."""
-    return [
-        CGROUP_ROOT / "memory" / "docker" / container_id,
-        CGROUP_ROOT / "memory" / "system.slice" / f"docker-{container_id}.scope",
-        CGROUP_ROOT / "system.slice" / f"docker-{container_id}.scope",
-        CGROUP_ROOT / "docker" / container_id,
-    ]
+    """Where a container's memory cgroup may live (sandbox.cgroups)."""
+    return [d for d, _ in container_dirs(container_id, "memory", root=CGROUP_ROOT)]
 
 
 def _stat_file(path: Path) -> dict[str, int]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 
 import docker.errors
 
+from sandbox.cgroups import container_dirs
 from sandbox.docker_client import docker_client
 
 __all__ = ["BOOT_SHARES", "RUNNING_SHARES", "raise_to_running", "shares_to_weight"]
@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 BOOT_SHARES = 128  # an eighth of a running container's weight
 RUNNING_SHARES = 1024  # Docker's default
-CGROUP = Path("/sys/fs/cgroup")
 
 
 def shares_to_weight(shares: int) -> int:
@@ -40,18 +39,14 @@ def shares_to_weight(shares: int) -> int:
 
 
 def _write_cgroup(container_id: str, shares: int) -> bool:
-    candidates = (
-        (CGROUP / "cpu" / "docker" / container_id / "cpu.shares", str(shares)),
-        (CGROUP / "cpu,cpuacct" / "docker" / container_id / "cpu.shares", str(shares)),
-        (
-            CGROUP / "system.slice" / f"docker-{container_id}.scope" / "cpu.weight",
-            str(shares_to_weight(shares)),
-        ),
-        (CGROUP / "docker" / container_id / "cpu.weight", str(shares_to_weight(shares))),
-    )
-    for path, value in candidates:
+    for directory, version in container_dirs(container_id, "cpu"):
+        path, value = (
+            (directory / "cpu.shares", shares)
+            if version == 1
+            else (directory / "cpu.weight", shares_to_weight(shares))
+        )
         try:
-            path.write_text(value)
+            path.write_text(str(value))
             return True
         except FileNotFoundError:
             continue

@@ -32,6 +32,7 @@ from typing import Any
 import docker.errors
 import requests.exceptions
 
+from sandbox.cgroups import container_dirs
 from sandbox.docker_client import docker_client
 
 __all__ = ["OOM_GRACE", "cgroup_oom_kills", "kernel_logged_oom", "oom_killed"]
@@ -44,15 +45,10 @@ SIGKILL_EXIT = 137
 
 
 def _cgroup_files(cid: str, parent: str, root: Path) -> Iterator[Path]:
-    """The container's OOM counter files, for either cgroup version and either
-    cgroup driver (cgroupfs: PARENT/ID, default parent `docker`; systemd:
-    PARENT/docker-ID.scope, default parent `system.slice`)."""
-    parent = parent.strip("/")
-    groups = [f"{parent or 'docker'}/{cid}", f"{parent or 'system.slice'}/docker-{cid}.scope"]
-    for group in groups:
-        yield root / "memory" / group / "memory.oom_control"  # v1 (also the v1 half of a hybrid host)
-        yield root / group / "memory.events"  # v2
-        yield root / "unified" / group / "memory.events"  # v2 half of a hybrid host
+    """The container's OOM counter files (sandbox.cgroups: either cgroup version, either
+    driver, Docker's parent or tbx's; `parent`: the container's own, when known)."""
+    for directory, version in container_dirs(cid, "memory", parent, root):
+        yield directory / ("memory.oom_control" if version == 1 else "memory.events")
 
 
 def cgroup_oom_kills(cid: str, parent: str = "", root: Path = CGROUP_ROOT) -> int | None:

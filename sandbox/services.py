@@ -30,6 +30,7 @@ from docker.types import EndpointConfig, Mount
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from sandbox.cgroup_parent import attempt_parent
 from sandbox.cpu_weight import BOOT_SHARES
 from sandbox.tls import client_ssl_context
 
@@ -161,6 +162,7 @@ def hardened_container(
         **({"nano_cpus": int(limits.cpus * 1e9)} if limits.cpus else {}),
         # low until an attempt has the set (sandbox.cpu_weight)
         "cpu_shares": BOOT_SHARES,
+        **({"cgroup_parent": parent} if (parent := attempt_parent()) else {}),
         "read_only": True,
         "ipc_mode": "private",
     }

@@ -17,19 +17,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-CGROUP = Path("/sys/fs/cgroup")
+from sandbox.cgroups import container_dirs
+
 HARD_CAP = 10.0  # the longest wait, in start timeouts, however busy the container is
 MIN_PROGRESS = 0.005  # CPU-seconds between two looks that count as progress
 
 
-def _cpu_files(container_id: str) -> tuple[tuple[Path, float], ...]:
-    """Where the container's CPU counter lives (cgroup v1 cgroupfs, v2 systemd or cgroupfs)."""
-    return (
-        (CGROUP / "cpuacct" / "docker" / container_id / "cpuacct.usage", 1e9),
-        (CGROUP / "cpu,cpuacct" / "docker" / container_id / "cpuacct.usage", 1e9),
-        (CGROUP / "system.slice" / f"docker-{container_id}.scope" / "cpu.stat", 1e6),
-        (CGROUP / "docker" / container_id / "cpu.stat", 1e6),
-    )
+def _cpu_files(container_id: str) -> list[tuple[Path, float]]:
+    """Where the container's CPU counter may live, with its unit per second (sandbox.cgroups)."""
+    return [
+        (d / "cpuacct.usage", 1e9) if version == 1 else (d / "cpu.stat", 1e6)
+        for d, version in container_dirs(container_id, "cpuacct")
+    ]
 
 
 def container_running(container_id: str, seen: bool) -> bool | None:

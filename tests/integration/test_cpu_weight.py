@@ -13,23 +13,29 @@ from bench.dataset import load_benchmark
 from bench.prepare import task_preparation
 from sandbox import labels as lbl
 from sandbox import leftovers, new_id
+from sandbox.cgroup_parent import parent_shares
+from sandbox.cgroups import ROOT, TBX_PARENT, container_dirs
 from sandbox.cpu_weight import BOOT_SHARES, RUNNING_SHARES
 from sandbox.docker_client import docker_client
 from sandbox.provider import DockerProvider
-from sandbox.sandbox import SandboxRequest
+from sandbox.sandbox import Sandbox, SandboxRequest
 from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 
 PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
-CPU = Path("/sys/fs/cgroup/cpu/docker")
+CPU = ROOT / "cpu"
+
+
+def _cpu_dir(container_id: str) -> Path:
+    return next(d for d, v in container_dirs(container_id, "cpu") if v == 1 and (d / "cpu.shares").is_file())
 
 
 def _shares(container_id: str) -> int:
-    return int((CPU / container_id / "cpu.shares").read_text())
+    return int((_cpu_dir(container_id) / "cpu.shares").read_text())
 
 
-@pytest.mark.skipif(not CPU.is_dir(), reason="needs cgroup v1's cpu controller at /sys/fs/cgroup/cpu/docker")
+@pytest.mark.skipif(not CPU.is_dir(), reason="needs cgroup v1's cpu controller at /sys/fs/cgroup/cpu")
 def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
     base_images: dict[str, str],
 ) -> None:
@@ -68,3 +74,30 @@ def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
     assert held and all(s == RUNNING_SHARES for s in held)
     assert spare and all(s == BOOT_SHARES for s in spare)
     assert leftovers(run_id) == ([], [])
+
+
+@pytest.mark.skipif(not CPU.is_dir(), reason="needs cgroup v1's cpu controller at /sys/fs/cgroup/cpu")
+def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(base_images: dict[str, str]) -> None:
+    # Under Docker's /docker all containers together weighed one host process (sandbox.cgroup_parent).
+    if docker_client().info().get("CgroupDriver") != "cgroupfs":
+        pytest.skip("tbx's cgroup parent is for Docker's cgroupfs driver")
+    bench = load_benchmark(PACK)
+    task = next(t for t in bench.tasks if t.domain == "retail")
+    request = SandboxRequest(
+        domains=["retail"],
+        prepare=task_preparation(bench, task, typesense=False),
+        typesense=False,
+        run_id=new_id("run-it-parent"),
+    )
+    try:
+        with Sandbox(request) as sb:
+            assert sb.handle is not None
+            ids = list(sb.handle.containers.values())
+            dirs = [_cpu_dir(cid) for cid in ids]
+            parents = {docker_client().api.inspect_container(cid)["HostConfig"]["CgroupParent"] for cid in ids}
+    finally:
+        sweep(request.run_id)
+    assert parents == {"/" + TBX_PARENT}
+    assert {d.parent for d in dirs} == {CPU / TBX_PARENT}
+    assert int((CPU / TBX_PARENT / "cpu.shares").read_text()) == parent_shares()
+    assert leftovers(request.run_id) == ([], [])

@@ -10,13 +10,14 @@ from typing import Any
 import docker.errors
 import pytest
 
+import sandbox.cgroups as cgroups
 import sandbox.cpu_weight as cpu_weight
 
 
 def test_v1_shares_and_v2_weight_are_written_to_the_cgroup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cpu_weight, "CGROUP", tmp_path)
+    monkeypatch.setattr(cgroups, "ROOT", tmp_path)
     v1 = tmp_path / "cpu" / "docker" / "aaa"
     v2 = tmp_path / "system.slice" / "docker-bbb.scope"
     for d, f in ((v1, "cpu.shares"), (v2, "cpu.weight")):
@@ -32,7 +33,7 @@ def test_v1_shares_and_v2_weight_are_written_to_the_cgroup(
 def test_without_a_cgroup_docker_is_asked_and_a_gone_container_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cpu_weight, "CGROUP", tmp_path)
+    monkeypatch.setattr(cgroups, "ROOT", tmp_path)
     asked: list[tuple[str, int]] = []
 
     class Api:

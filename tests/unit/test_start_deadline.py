@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+import sandbox.cgroups as cgroups
 import sandbox.start_deadline as start_deadline
 from sandbox.start_deadline import HARD_CAP, StartDeadline
 
@@ -45,7 +46,7 @@ def test_without_a_readable_cgroup_the_deadline_is_wall_clock(monkeypatch: pytes
 
 
 def test_container_running_reads_the_cgroup_and_says_when_it_cannot_tell(tmp_path, monkeypatch):
-    monkeypatch.setattr(start_deadline, "CGROUP", tmp_path)
+    monkeypatch.setattr(cgroups, "ROOT", tmp_path)
     group = tmp_path / "cpuacct" / "docker" / "abc"
     # No cgroup of that layout: the host cannot tell (the caller asks the daemon) ...
     assert start_deadline.container_running("abc", seen=False) is None
