@@ -94,7 +94,9 @@ def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(base_images: 
             assert sb.handle is not None
             ids = list(sb.handle.containers.values())
             dirs = [_cpu_dir(cid) for cid in ids]
-            parents = {docker_client().api.inspect_container(cid)["HostConfig"]["CgroupParent"] for cid in ids}
+            parents = {
+                docker_client().api.inspect_container(cid)["HostConfig"]["CgroupParent"] for cid in ids
+            }
     finally:
         sweep(request.run_id)
     assert parents == {"/" + TBX_PARENT}

@@ -28,18 +28,15 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from harness_attempts import graded_attempt
 from test_agent_e2e import FakeModels, tool_call_msgs
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import sandbox_request
 from bench.rollout.harness.approval import refusal
-from bench.run.attempt import AttemptOutcome, attempt_spec, task_tool_policy
-from bench.run.golden import GoldenStore
-from bench.run.grading import grade
-from bench.run.lifecycle import execute_attempt
+from bench.run.attempt import AttemptOutcome, task_tool_policy
 from judge import GoldenState, compute_effects
 from sandbox import (
-    DockerProvider,
     ProxyServer,
     RegisterRequest,
     Registration,
@@ -104,46 +101,23 @@ def attempt(
     bench = load_benchmark(PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-approval")
-    provider = DockerProvider(warm=0)
-    golden_store = GoldenStore(bench, tmp_path / "golden", run_id=run_id)
     models = FakeModels()
 
     async def go() -> tuple[AttemptOutcome, GoldenState, bool, Approver | None]:
-        await provider.start(run_id)
-        provider.plan({task.domain: 1})
-        try:
-            golden = await golden_store.get(task)
-            spec = attempt_spec(
+        proxy = WatchedProxy()
+        with proxy:
+            approver = Approver(proxy, answer)
+            models.scripts["user-m"] = approver
+            run = await graded_attempt(
                 bench,
                 task,
-                0,
                 run_id=run_id,
-                attempt_id=new_id("att-it"),
-                agent="demo",
                 models=models.config(),
-                images=provider.images,
                 harness=harness,
+                proxy=proxy,
+                golden_dir=tmp_path / "golden",
             )
-            with WatchedProxy() as proxy:
-                approver = Approver(proxy, answer)
-                models.scripts["user-m"] = approver
-                outcome = await execute_attempt(spec, provider, proxy)
-        finally:
-            await provider.close()
-            await provider.sweep(run_id)
-        assert outcome.system_error is None, outcome.system_error
-        assert outcome.terminal_state is not None
-        graded = await grade(
-            bench,
-            task,
-            golden,
-            outcome.terminal_state,
-            outcome.calls,
-            initial=outcome.initial_state,
-            final_message=outcome.final_message,
-            skip_rubrics=True,
-        )
-        return outcome, golden, graded.verdict.passed, approver
+        return run.outcome, run.golden, run.passed, approver
 
     models.scripts["agent-m"] = [
         *tool_call_msgs(golden_calls(bench)),

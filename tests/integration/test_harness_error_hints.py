@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_attempts import graded_attempt
 from test_agent_e2e import FakeModels, tool_call_msgs
 
 from bench.dataset import load_benchmark
-from bench.run.attempt import AttemptOutcome, attempt_spec
-from bench.run.golden import GoldenStore
-from bench.run.lifecycle import execute_attempt
+from bench.run.attempt import AttemptOutcome
 from judge import GoldenState, compute_effects
-from sandbox import DockerProvider, ProxyServer, leftovers, new_id
+from sandbox import ProxyServer, leftovers, new_id
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
@@ -61,31 +60,19 @@ def run_attempt(models: FakeModels, harness: list[str], tmp_path: Path) -> tuple
         {"role": "assistant", "content": "I looked the order up. <DONE>"},
     ]
     run_id = new_id("run-it-hints")
-    provider = DockerProvider(warm=0)
-    golden_store = GoldenStore(bench, tmp_path / "golden", run_id=run_id)
 
     async def go() -> tuple[AttemptOutcome, GoldenState]:
-        await provider.start(run_id)
-        provider.plan({task.domain: 1})
-        try:
-            golden = await golden_store.get(task)
-            spec = attempt_spec(
+        with ProxyServer() as proxy:
+            run = await graded_attempt(
                 bench,
                 task,
-                0,
                 run_id=run_id,
-                attempt_id=new_id("att-it"),
-                agent="demo",
                 models=models.config(),
-                images=provider.images,
                 harness=harness,
+                proxy=proxy,
+                golden_dir=tmp_path / "golden",
             )
-            with ProxyServer() as proxy:
-                outcome = await execute_attempt(spec, provider, proxy)
-            return outcome, golden
-        finally:
-            await provider.close()
-            await provider.sweep(run_id)
+        return run.outcome, run.golden
 
     try:
         return asyncio.run(go())

@@ -22,16 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_attempts import graded_attempt
 from test_agent_e2e import FakeModels
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.rollout.harness.state_check import check_text
-from bench.run.attempt import AttemptOutcome, attempt_spec
-from bench.run.golden import GoldenStore
-from bench.run.grading import grade
-from bench.run.lifecycle import execute_attempt
+from bench.run.attempt import AttemptOutcome
 from judge import GoldenState, compute_effects
-from sandbox import DockerProvider, ProxyServer, leftovers, new_id
+from sandbox import ProxyServer, leftovers, new_id
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
@@ -96,45 +94,21 @@ def attempt(
     bench = load_benchmark(PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-check")
-    provider = DockerProvider(warm=0)
-    golden_store = GoldenStore(bench, tmp_path / "golden", run_id=run_id)
 
     async def go() -> tuple[AttemptOutcome, GoldenState, bool, list[dict[str, Any]]]:
         with fake_models() as models:
             models.scripts["agent-m"] = EarlyStopper(models, golden_calls(bench))
-            await provider.start(run_id)
-            provider.plan({task.domain: 1})
-            try:
-                golden = await golden_store.get(task)
-                spec = attempt_spec(
+            with ProxyServer() as proxy:
+                run = await graded_attempt(
                     bench,
                     task,
-                    0,
                     run_id=run_id,
-                    attempt_id=new_id("att-it"),
-                    agent="demo",
                     models=models.config(),
-                    images=provider.images,
                     harness=harness,
+                    proxy=proxy,
+                    golden_dir=tmp_path / "golden",
                 )
-                with ProxyServer() as proxy:
-                    outcome = await execute_attempt(spec, provider, proxy)
-            finally:
-                await provider.close()
-                await provider.sweep(run_id)
-            assert outcome.system_error is None, outcome.system_error
-            assert outcome.terminal_state is not None
-            graded = await grade(
-                bench,
-                task,
-                golden,
-                outcome.terminal_state,
-                outcome.calls,
-                initial=outcome.initial_state,
-                final_message=outcome.final_message,
-                skip_rubrics=True,
-            )
-            return outcome, golden, graded.verdict.passed, list(models.requests)
+            return run.outcome, run.golden, run.passed, list(models.requests)
 
     try:
         return asyncio.run(go())
