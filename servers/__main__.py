@@ -54,6 +54,7 @@ _defer_model_builds()
 import uvicorn  # noqa: E402  (after the package registration above)
 
 from servers.engine.app import UPSTREAM_SECRET_ENV, DomainRuntime, build_app  # noqa: E402
+from servers.engine.serving import SecondTickServer  # noqa: E402
 from servers.knowledge import PolicySearch  # noqa: E402
 from servers.registry import load_domain  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> None:
     app = build_app(runtime, secret)
     gc.freeze()
     gc.enable()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -85,6 +86,7 @@ def main() -> None:
         http="h11",
         ws="none",
     )
+    SecondTickServer(config).run()
 
 
 if __name__ == "__main__":
