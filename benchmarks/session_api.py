@@ -12,7 +12,8 @@ clients do:
 2. ``call``: N calls of a read-only tool (consulting `zendesk_get_items` of the tickets),
    interleaved call by call: ``direct`` = an MCP client straight to a server
    container of a sandbox this script starts itself; ``api`` = POST /call_tool
-   (session FIFO, tbx's session proxy, recording). Added p50 = api - direct.
+   (session FIFO, tbx's session proxy, recording). Added p50 = api - direct; also
+   the session-proxy process's CPU per call (a figure the machine's load hardly moves).
 3. ``concurrent``: C sessions of one task created at once, each replaying the
    golden calls, reading effects and destroying; wall time and create p50/p95,
    and how many ended with result_db_hash == golden_db_hash.
@@ -156,15 +157,22 @@ def bench_create(url: str, bench: Any, rounds: int, warm: int) -> None:
     print(f"session_create, task seen (golden cached):   {summary(again)}")
 
 
-def bench_call(url: str, bench: Any, n: int) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_call(url: str, bench: Any, n: int, pid: int) -> None:
     t = traced(bench, "sandbox_consulting", 0)
     call = {"tool": "zendesk_get_items", "parameters": {"table": "tickets"}}  # read-only, every domain has it
     sb = Sandbox(sandbox_request(bench, t["task"], typesense=False))
     handle = sb.start()
     try:
 
-        async def direct_and_api() -> tuple[list[float], list[float]]:
+        async def direct_and_api() -> tuple[list[float], list[float], float]:
             direct, api = [], []
+            cpu = 0.0
             async with (
                 upstream_client(handle.servers["consulting"], handle.server_headers) as mcp,
                 httpx.AsyncClient(base_url=url, timeout=60) as c,
@@ -178,6 +186,8 @@ def bench_call(url: str, bench: Any, n: int) -> None:
                 (await c.post("/session_create", json=body)).raise_for_status()
                 api_body = {"session_id": "calls", "tool_name": call["tool"], "arguments": call["parameters"]}
                 for i in range(n + 20):
+                    if i == 20:
+                        cpu = cpu_seconds(pid)
                     t0 = time.perf_counter()
                     await mcp.call_tool(call["tool"], call["parameters"])
                     t1 = time.perf_counter()
@@ -186,15 +196,18 @@ def bench_call(url: str, bench: Any, n: int) -> None:
                     if i >= 20:
                         direct.append(t1 - t0)
                         api.append(t2 - t1)
+                cpu = cpu_seconds(pid) - cpu
                 await c.post("/session_destroy", json={"session_id": "calls"})
-            return direct, api
+            return direct, api, cpu
 
-        direct, api = asyncio.run(direct_and_api())
+        direct, api, cpu = asyncio.run(direct_and_api())
     finally:
         sb.close()
     print(f"call_tool direct MCP:   {summary(direct, 'ms', 1000)}")
     print(f"call_tool via the API:  {summary(api, 'ms', 1000)}")
     print(f"added p50: {(pct(api, 0.5) - pct(direct, 0.5)) * 1000:.2f} ms")
+    # The server's CPU per call hardly depends on the machine's load, unlike the latencies.
+    print(f"session-proxy CPU per /call_tool: {cpu / n * 1000:.2f} ms")
 
 
 def bench_concurrent(url: str, bench: Any, count: int) -> None:
@@ -237,7 +250,7 @@ def main() -> None:
         if "create" in only:
             bench_create(url, bench, args.rounds, args.warm)
         if "call" in only:
-            bench_call(url, bench, args.n)
+            bench_call(url, bench, args.n, proc.pid)
         if "concurrent" in only:
             bench_concurrent(url, bench, args.concurrent)
     finally:

@@ -4,9 +4,12 @@ one FIFO of operations with the reference's two limits.
 A session is one tbx attempt (bench.session_api.attempt): its sandbox is
 checked out, seeded and registered with tbx's session proxy at create, and
 torn down at destroy. The attempt's context is entered and left by one task of
-its own (`_hold`), as anyio's cancel scopes require; requests reach the
-session's proxy endpoint over HTTP (stateless 2026-era MCP POSTs, the proxy's
-fast path), so no MCP session object is shared between request tasks.
+its own (`_hold`), as anyio's cancel scopes require. A tool call goes through
+tbx's proxy in process (`ProxyServer.acall`: the proxy's checks and recording,
+posted straight to the sandbox's server over the session's own keep-alive
+connections on this loop), so no MCP session object is shared between request
+tasks and no loopback hop is paid; `/mcp/` (app.py) is relayed to the proxy's
+MCP endpoint over HTTP.
 
 Limits (T = the session's `timeout`): an operation runs at most T seconds, and
 a request waits at most T + 2 seconds from the moment it was queued. Unlike
@@ -25,9 +28,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
-from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, encode_header_value
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bench.dataset import Benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec
@@ -38,9 +38,16 @@ from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToo
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
 from judge.records import GoldenState
-from sandbox import ProxyServer, SandboxProvider, ToolPolicy, list_all_tools, upstream_client
+from sandbox import (
+    ProxyServer,
+    SandboxGoneError,
+    SandboxProvider,
+    ToolPolicy,
+    list_all_tools,
+    upstream_client,
+)
 from sandbox.labels import new_id
-from sandbox.proxy.relay import UpstreamError, UpstreamPool, reply_message
+from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
@@ -50,14 +57,7 @@ T = TypeVar("T")
 SERVER_TOOL = "__reserved__server_tool"
 GETEFFECTS = "__reserved__geteffects"
 QUEUE_GRACE = 2.0  # seconds a request may wait beyond T (the reference's total wait limit)
-PROTOCOL = MODERN_PROTOCOL_VERSIONS[-1]
 AGENT_NAME = "session-api"
-# A stateless 2026-era request carries its protocol version and client in `_meta`.
-CALL_META = {
-    PROTOCOL_VERSION_META_KEY: PROTOCOL,
-    CLIENT_INFO_META_KEY: {"name": "tbx-session-api", "version": "1"},
-    CLIENT_CAPABILITIES_META_KEY: {},
-}
 
 
 class QueueTimeout(Exception):
@@ -83,6 +83,8 @@ class Session:
         self.tools: dict[str, dict[str, Any]] = {}
         self.logged: list[dict[str, Any]] = []
         self.golden: GoldenState | None = None
+        # Keep-alive connections to the sandbox's server for `ProxyServer.acall` (on this loop).
+        self.pools: dict[str, UpstreamPool] = {}
         self.outcome: AttemptOutcome | None = None
         self.error: BaseException | None = None  # why the attempt ended abnormally
         self.created = False  # /session_create finished (idle expiry only takes these)
@@ -169,6 +171,9 @@ class Session:
         if self._holder is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._holder)
+        pools, self.pools = self.pools, {}
+        for pool in pools.values():
+            await pool.aclose()
 
 
 class SessionTable:
@@ -191,7 +196,6 @@ class SessionTable:
         self._images = images
         self.on_closed = on_closed
         self.sessions: dict[str, Session] = {}
-        self._relay_pools: dict[str, UpstreamPool] = {}  # tbx proxy endpoint -> keep-alive connections
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_keepalive_connections=64)
         )
@@ -285,7 +289,7 @@ class SessionTable:
             return await self._server_tool(session, arguments)
         if name not in session.tools or name.startswith(RESERVED_PREFIX):
             raise ApiError(f"Tool {name} does not exist")
-        text = await session.run(lambda: self._relay_call(session, name, arguments))
+        text = await session.run(lambda: self._call(session, name, arguments))
         if session.always_json:
             text = _json_output(text)
         if session.proxy_info:
@@ -307,7 +311,7 @@ class SessionTable:
             effects = await session.run(lambda: self._server_effects(session))
             text = json.dumps(effects)
         elif wrapped.tool_name in session.tools:
-            text = await session.run(lambda: self._relay_call(session, wrapped.tool_name, wrapped.arguments))
+            text = await session.run(lambda: self._call(session, wrapped.tool_name, wrapped.arguments))
         else:
             # Hidden and reserved tools stay unreachable: nothing passes tbx's allow-list.
             raise missing
@@ -328,34 +332,22 @@ class SessionTable:
             )
         return live
 
-    async def _relay_call(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
+    async def _call(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
         live = self._check_alive(session)
-        params = {"name": name, "arguments": arguments, "_meta": CALL_META}
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
-        headers = [
-            *self._headers(live).items(),
-            ("Content-Type", "application/json"),
-            (MCP_METHOD_HEADER, "tools/call"),
-            (MCP_NAME_HEADER, encode_header_value(name)),
-        ]
-        # A raw keep-alive exchange (sandbox.proxy.relay), not httpx: ~2 ms less CPU per call here.
-        pool = self._relay_pools.get(live.url)
-        if pool is None:
-            pool = self._relay_pools[live.url] = UpstreamPool(live.url)
         try:
-            status, reply_headers, raw = await pool.post(body, headers)
-        except UpstreamError as exc:
-            raise ApiError(f"tool call {name} failed: the session proxy did not answer ({exc})") from None
-        reply = _Reply(status, reply_headers, raw)
-        if reply.status_code == 503:
-            self._check_alive(session)  # the watch saw the loss: say so
-        message = reply_message(reply.content, reply.headers.get("content-type", "application/json"))
-        if reply.status_code != 200 or message is None:
+            reply = await self.proxy.acall(live.token, name, arguments, session.pools)
+        except SandboxGoneError as exc:  # the watch saw the loss: say so
+            self._check_alive(session)
+            raise SandboxLost(str(exc)) from None
+        message = reply.message
+        if reply.status != 200 or message is None:
             await self._raise_if_lost(live)
-            raise ApiError(f"tool call {name} failed: HTTP {reply.status_code}: {reply.text[:500]}")
+            text = reply.body.decode(errors="replace")[:500]
+            raise ApiError(f"tool call {name} failed: HTTP {reply.status}: {text}")
         if "error" in message:
             await self._raise_if_lost(live)  # a server whose database died may answer a bare error
-            raise ApiError(str(message["error"].get("message", message["error"])))
+            error = message["error"]
+            raise ApiError(str(error.get("message", error) if isinstance(error, dict) else error))
         result = message.get("result") or {}
         content = result.get("content") or []
         if not content or content[0].get("type") != "text":
@@ -371,14 +363,6 @@ class SessionTable:
             raise SandboxLost(
                 f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
             )
-
-    @staticmethod
-    def _headers(live: LiveAttempt) -> dict[str, str]:
-        return {
-            **live.headers,
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
-        }
 
     # ---- effects --------------------------------------------------------------------
     async def get_effects(self, session: Session) -> dict[str, Any]:
@@ -446,17 +430,6 @@ class SessionTable:
     async def aclose(self) -> None:
         await self.destroy_all()
         await self.http.aclose()
-
-
-class _Reply:
-    """The parts of a proxy reply `_relay_call` reads."""
-
-    def __init__(self, status: int, headers: dict[str, str], content: bytes):
-        self.status_code, self.headers, self.content = status, headers, content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode(errors="replace")
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

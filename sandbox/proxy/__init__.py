@@ -15,7 +15,7 @@ public ones from `sandbox`; this package re-exports nothing):
     registry.py  AttemptRegistry: register / unregister / gone, each attempt's upstream sessions
     attempt.py   RegisteredAttempt: one attempt's routes, sessions, recorded calls, loss
     app.py       the agent-facing ASGI app: token -> that attempt's MCP endpoint
-    calls.py     one tool call: the SDK path (forward_call) and the fast path (relay_call)
+    calls.py     one tool call: the SDK path (forward_call), the fast path (relay_call), the direct path (direct_call)
     relay.py     the fast path's wire pieces and keep-alive upstream connections
     routes.py    the attempt's tool table (allow-list, overrides, reserved tools)
     watch.py     the watch on registered sandboxes' containers and networks
@@ -45,4 +45,11 @@ allow-listed tool is relayed as is to its server over a keep-alive
 connection and the server's reply returned unchanged (`relay.py`); the
 checks, the timeout and the recording are the same as on the SDK path, which
 serves everything else.
+
+Direct path (`await proxy.acall(token, name, arguments, pools)`): a caller in
+the proxy's process (the Session API) makes a tool call without the loopback
+hop and the proxy's loop: it is admitted, timed and recorded by the same rules
+and posted straight to the route's server over the caller's own keep-alive
+connections (`pools`, bound to the caller's loop); once the sandbox is lost it
+raises SandboxGoneError and relays nothing.
 """

@@ -48,10 +48,9 @@ class ProxyApp:
         if path_token is not None and header_token is not None and header_token != path_token:
             token = None
         attempt = self.lookup(token)
-        if attempt is not None and attempt.gone is not None:
-            await relay.respond(
-                send, 503, relay.jsonrpc_error(-32003, f"{attempt.gone}; the attempt cannot go on")
-            )
+        lost = attempt.lost() if attempt is not None else None
+        if lost is not None:
+            await relay.respond(send, 503, relay.jsonrpc_error(-32003, lost))
             return
         if attempt is None or attempt.manager is None:
             await relay.respond(

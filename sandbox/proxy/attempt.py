@@ -32,6 +32,10 @@ class RegisteredAttempt:
     task: asyncio.Task[None] | None = None
     gone: str | None = None  # why its sandbox counts as lost (then nothing is relayed)
 
+    def lost(self) -> str | None:
+        """Why nothing may be relayed for this attempt any more (its sandbox is gone), else None."""
+        return None if self.gone is None else f"{self.gone}; the attempt cannot go on"
+
     def snapshot(self) -> list[ProxyCall]:
         with self.lock:
             return list(self.calls)

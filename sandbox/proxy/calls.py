@@ -1,13 +1,19 @@
-"""One tool call of a registered attempt, on either path: `forward_call` (the
-attempt's MCP `Server` hands it to the upstream MCP client) and `relay_call`
-(the fast path: the request relayed as is, see `relay.py`). Both check the
-route, apply the attempt's call timeout and record the call the same way."""
+"""One tool call of a registered attempt, on any of its three paths:
+`forward_call` (the attempt's MCP `Server` hands it to the upstream MCP
+client), `relay_call` (the fast path: an agent's request relayed as is, see
+`relay.py`) and `direct_call` (an in-process caller, e.g. the Session API,
+posts it straight to the server from its own event loop). All three admit the
+call by the same rules (`admit`: the route, sendable arguments), apply the
+attempt's call timeout and record the call the same way; the two that speak
+raw HTTP share `post_recorded`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +26,8 @@ from starlette.types import Receive, Scope, Send
 
 from sandbox.proxy import relay
 from sandbox.proxy.attempt import RegisteredAttempt
-from sandbox.proxy.models import Outcome, Upstream
+from sandbox.proxy.models import Outcome, SandboxGoneError, Upstream
+from sandbox.proxy.routes import Route
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,13 @@ def timeout_result(name: str, seconds: float) -> types.CallToolResult:
 
 def unreachable_result(name: str, exc: BaseException) -> types.CallToolResult:
     return error_result(f"Tool call '{name}' failed: the tool server did not answer ({exc!r})")
+
+
+def abandoned_result(name: str) -> types.CallToolResult:
+    return error_result(
+        f"Tool call '{name}' was abandoned by its caller before the tool server answered; "
+        "it may or may not have taken effect."
+    )
 
 
 def leaf(exc: BaseException) -> BaseException:
@@ -70,45 +84,134 @@ def attempt_server(attempt: RegisteredAttempt, upstreams: Mapping[str, Upstream]
     )
 
 
+@dataclass(frozen=True)
+class CallReply:
+    """A `tools/call`'s answer as the proxy hands it on: the tool server's reply
+    unchanged, or a result the proxy made itself (refusal, timeout, no answer)."""
+
+    status: int  # the server's HTTP status (200 for the proxy's own results)
+    content_type: str
+    body: bytes
+    message: dict[str, Any] | None  # the JSON-RPC message of `body`, None when it holds none
+
+    @classmethod
+    def made(cls, request_id: Any, result: types.CallToolResult) -> CallReply:
+        message = relay.result_message(request_id, result)
+        return cls(200, "application/json", relay.message_bytes(message), message)
+
+
+def refuse(
+    attempt: RegisteredAttempt, name: str, arguments: Any, text: str, domain: str | None
+) -> types.CallToolResult:
+    """A call answered by the proxy and sent nowhere: recorded as refused."""
+    started, t0 = datetime.now(UTC), time.perf_counter()
+    attempt.record_call(name, arguments, text, True, "refused", domain, started, t0)
+    return error_result(text)
+
+
+def admit(attempt: RegisteredAttempt, name: str, arguments: Any) -> Route | types.CallToolResult:
+    """The route of a call the attempt may make and can send; else its refusal (recorded)."""
+    route = attempt.routes.get(name)
+    if route is None:
+        # Unknown, not allow-listed and reserved tools look the same: nothing reaches an upstream.
+        # A lone surrogate in the name could be neither answered nor recorded.
+        shown = relay.replaced(name)
+        return refuse(attempt, shown, relay.replaced(arguments), f"Unknown tool: '{shown}'", None)
+    if not relay.sendable(arguments):  # lone surrogates: the caller's text, never sent on
+        return refuse(attempt, name, relay.replaced(arguments), relay.UNICODE_PROBLEM, route.domain)
+    return route
+
+
+def refuse_if_gone(attempt: RegisteredAttempt) -> None:
+    """Nothing is relayed for an attempt whose sandbox is lost (the watch saw it go)."""
+    lost = attempt.lost()
+    if lost is not None:
+        raise SandboxGoneError(lost)
+
+
 async def forward_call(
     attempt: RegisteredAttempt, name: str, arguments: dict[str, Any] | None
 ) -> types.CallToolResult:
     """A call through the attempt's MCP `Server` and the upstream MCP client."""
-    name = relay.replaced(name)  # a lone surrogate in the name could be neither answered nor recorded
+    admitted = admit(attempt, name, arguments)
+    if not isinstance(admitted, Route):
+        return admitted
+    route = admitted
     started = datetime.now(UTC)
     t0 = time.perf_counter()
-    route = attempt.routes.get(name)
-    domain: str | None = None
     outcome: Outcome
-    if route is None:
-        # Unknown, not allow-listed and reserved tools look the same: nothing reaches an upstream.
-        result = error_result(f"Unknown tool: '{name}'")
-        outcome = "refused"
-    elif not relay.sendable(arguments):  # lone surrogates: the caller's text, never sent on
-        result, outcome, arguments = (
-            error_result(relay.UNICODE_PROBLEM),
-            "refused",
-            relay.replaced(arguments),
-        )
-        domain = route.domain
-    else:
-        domain = route.domain
-        try:
-            with anyio.fail_after(attempt.call_timeout):
-                result = await route.client.call_tool(name, arguments)
-            outcome = "tool_error" if result.is_error else "ok"
-        except TimeoutError:
-            result = timeout_result(name, attempt.call_timeout)
-            outcome = "timeout"
-        except MCPError as exc:
-            result = error_result(f"Tool call '{name}' was rejected by the tool server: {exc.message}")
-            outcome = "protocol_error"
-        except Exception as exc:
-            log.warning("attempt %s: %s failed upstream: %r", attempt.attempt_id, name, leaf(exc))
-            result = unreachable_result(name, leaf(exc))
-            outcome = "upstream_error"
-    attempt.record_call(name, arguments, text_of(result), bool(result.is_error), outcome, domain, started, t0)
+    try:
+        with anyio.fail_after(attempt.call_timeout):
+            result = await route.client.call_tool(name, arguments)
+        outcome = "tool_error" if result.is_error else "ok"
+    except TimeoutError:
+        result = timeout_result(name, attempt.call_timeout)
+        outcome = "timeout"
+    except MCPError as exc:
+        result = error_result(f"Tool call '{name}' was rejected by the tool server: {exc.message}")
+        outcome = "protocol_error"
+    except asyncio.CancelledError:
+        _record_abandoned(attempt, route, name, arguments, started, t0)
+        raise
+    except Exception as exc:
+        log.warning("attempt %s: %s failed upstream: %r", attempt.attempt_id, name, leaf(exc))
+        result = unreachable_result(name, leaf(exc))
+        outcome = "upstream_error"
+    attempt.record_call(
+        name, arguments, text_of(result), bool(result.is_error), outcome, route.domain, started, t0
+    )
     return result
+
+
+def _record_abandoned(
+    attempt: RegisteredAttempt, route: Route, name: str, arguments: Any, started: datetime, t0: float
+) -> None:
+    """A call its caller stopped waiting for (its own time limit, shutdown) was sent and may
+    have taken effect: it goes into the record as timed out."""
+    text = text_of(abandoned_result(name))
+    attempt.record_call(name, arguments, text, True, "timeout", route.domain, started, t0)
+
+
+async def post_recorded(
+    attempt: RegisteredAttempt,
+    route: Route,
+    pool: relay.UpstreamPool,
+    request_id: Any,
+    name: str,
+    arguments: Any,
+    body: bytes,
+    headers: list[tuple[str, str]],
+) -> CallReply:
+    """An admitted call's request posted to its server within the attempt's call
+    timeout; the server's reply (or the proxy's timeout / no-answer result) comes
+    back, and the call is recorded with its outcome."""
+    started = datetime.now(UTC)
+    t0 = time.perf_counter()
+    outcome: Outcome
+    try:
+        with anyio.fail_after(attempt.call_timeout):
+            status, reply_headers, raw = await pool.post(body, headers)
+    except TimeoutError:
+        result, outcome = timeout_result(name, attempt.call_timeout), "timeout"
+    except relay.UpstreamError as exc:
+        log.warning("attempt %s: %s failed upstream: %r", attempt.attempt_id, name, exc)
+        result, outcome = unreachable_result(name, exc), "upstream_error"
+    except asyncio.CancelledError:
+        _record_abandoned(attempt, route, name, arguments, started, t0)
+        raise
+    else:
+        content_type = reply_headers.get("content-type", "application/json")
+        message = relay.reply_message(raw, content_type)
+        fallback: tuple[str, bool, Outcome] = (
+            raw.decode(errors="replace")[:2000],
+            True,
+            "upstream_error",
+        )
+        text, is_error, kind = relay.reply_summary(message) or fallback
+        attempt.record_call(name, arguments, text, is_error, kind, route.domain, started, t0)
+        return CallReply(status, content_type, raw, message)
+    attempt.record_call(name, arguments, text_of(result), True, outcome, route.domain, started, t0)
+    return CallReply.made(request_id, result)
 
 
 async def relay_call(
@@ -129,10 +232,8 @@ async def relay_call(
     try:
         call = relay.tool_call(body)
     except relay.UnsendableCall as bad:  # the caller's text, answered as a tool error
-        t0, started, known = time.perf_counter(), datetime.now(UTC), attempt.routes.get(bad.name)
-        result = error_result(str(bad))
-        domain = known.domain if known else None
-        attempt.record_call(bad.name, bad.arguments, text_of(result), True, "refused", domain, started, t0)
+        known = attempt.routes.get(bad.name)
+        result = refuse(attempt, bad.name, bad.arguments, str(bad), known.domain if known else None)
         await relay.respond(send, 200, relay.result_body(bad.request_id, result))
         return
     route = attempt.routes.get(call[1]) if call is not None else None
@@ -141,30 +242,36 @@ async def relay_call(
         await manager.handle_request(scope, relay.replay(body, receive), send)
         return
     request_id, name, arguments, forwarded = call
-    started = datetime.now(UTC)
-    t0 = time.perf_counter()
-    outcome: Outcome
-    try:
-        with anyio.fail_after(attempt.call_timeout):
-            status, headers, reply = await pools[route.url].post(
-                forwarded, relay.forward_headers(scope) + list(route.headers.items())
-            )
-    except TimeoutError:
-        result, outcome = timeout_result(name, attempt.call_timeout), "timeout"
-    except relay.UpstreamError as exc:
-        log.warning("attempt %s: %s failed upstream: %r", attempt.attempt_id, name, exc)
-        result, outcome = unreachable_result(name, exc), "upstream_error"
-    else:
-        content_type = headers.get("content-type", "application/json")
-        summary = relay.reply_summary(relay.reply_message(reply, content_type))
-        fallback: tuple[str, bool, Outcome] = (
-            reply.decode(errors="replace")[:2000],
-            True,
-            "upstream_error",
-        )
-        text, is_error, kind = summary or fallback
-        attempt.record_call(name, arguments, text, is_error, kind, route.domain, started, t0)
-        await relay.respond(send, status, reply, content_type=content_type.encode("latin-1"))
-        return
-    attempt.record_call(name, arguments, text_of(result), True, outcome, route.domain, started, t0)
-    await relay.respond(send, 200, relay.result_body(request_id, result))
+    headers = relay.forward_headers(scope) + list(route.headers.items())
+    reply = await post_recorded(
+        attempt, route, pools[route.url], request_id, name, arguments, forwarded, headers
+    )
+    await relay.respond(send, reply.status, reply.body, content_type=reply.content_type.encode("latin-1"))
+
+
+DIRECT_ID = 1  # the JSON-RPC id of the direct path's requests (one request per exchange)
+
+
+async def direct_call(
+    attempt: RegisteredAttempt,
+    name: str,
+    arguments: dict[str, Any] | None,
+    pools: dict[str, relay.UpstreamPool],
+) -> CallReply:
+    """A `tools/call` made in process, posted straight to the route's server over
+    the caller's own keep-alive connections (`pools`, by upstream URL, filled here
+    and bound to the caller's loop; the caller closes them), with the route's
+    headers: no loopback hop through the proxy's HTTP endpoint or its loop. The
+    rules are those of the other paths: refused unless admitted, the attempt's
+    call timeout, recorded; raises SandboxGoneError once the sandbox is lost."""
+    refuse_if_gone(attempt)
+    admitted = admit(attempt, name, arguments)
+    if not isinstance(admitted, Route):
+        return CallReply.made(DIRECT_ID, admitted)
+    route = admitted
+    pool = pools.get(route.url)
+    if pool is None:
+        pool = pools[route.url] = relay.UpstreamPool(route.url, route.interface)
+    body, headers = relay.call_request(DIRECT_ID, name, arguments)
+    headers += route.headers.items()
+    return await post_recorded(attempt, route, pool, DIRECT_ID, name, arguments, body, headers)

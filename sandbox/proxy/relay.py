@@ -22,6 +22,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import mcp_types as types
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, encode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
@@ -143,6 +145,32 @@ def tool_call(body: bytes) -> tuple[Any, str, Any, bytes] | None:
     return message["id"], params["name"], params.get("arguments"), forwarded
 
 
+PROTOCOL = MODERN_PROTOCOL_VERSIONS[-1]  # what the proxy's own requests speak (the servers' newest)
+# A stateless 2026-era request carries its protocol version and client in `_meta`.
+CALL_META = {
+    PROTOCOL_VERSION_META_KEY: PROTOCOL,
+    CLIENT_INFO_META_KEY: {"name": "tbx-proxy", "version": "1"},
+    CLIENT_CAPABILITIES_META_KEY: {},
+}
+
+
+def call_request(request_id: Any, name: str, arguments: Any) -> tuple[bytes, list[tuple[str, str]]]:
+    """(body, headers) of a stateless `tools/call` the proxy sends itself (the
+    direct path: no agent request to relay). Raises UnicodeEncodeError for lone
+    surrogates; callers check `sendable` first."""
+    params = {"name": name, "arguments": arguments, "_meta": CALL_META}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = [
+        ("Accept", "application/json, text/event-stream"),
+        ("Content-Type", "application/json"),
+        ("MCP-Protocol-Version", PROTOCOL),
+        (MCP_METHOD_HEADER, "tools/call"),
+        (MCP_NAME_HEADER, encode_header_value(name)),
+    ]
+    return body, headers
+
+
 def reply_message(body: bytes, content_type: str) -> dict[str, Any] | None:
     """The JSON-RPC message of an upstream reply (JSON, or the last SSE data line)."""
     try:
@@ -176,14 +204,22 @@ def reply_summary(
     return None
 
 
-def result_body(request_id: Any, result: types.CallToolResult) -> bytes:
+def result_message(request_id: Any, result: types.CallToolResult) -> dict[str, Any]:
     """A JSON-RPC response carrying a result the proxy made itself (timeouts, unreachable server)."""
-    payload = {
+    return {
         "jsonrpc": "2.0",
         "id": request_id,
         "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
-    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def message_bytes(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def result_body(request_id: Any, result: types.CallToolResult) -> bytes:
+    """`result_message` as the bytes of an HTTP response."""
+    return message_bytes(result_message(request_id, result))
 
 
 def jsonrpc_error(code: int, message: str) -> bytes:

@@ -42,6 +42,7 @@ class Route:
     headers: dict[str, str]  # sent upstream on every request
     client: Client
     tool: types.Tool  # as listed to the agent (overrides applied)
+    interface: str | None = None  # the host device connections to `url` are bound to (Upstream.interface)
 
 
 def build_routes(
@@ -74,5 +75,6 @@ def build_routes(
             dict(upstream.headers),
             client,
             apply_overrides(tool, overrides.get(name), arg_overrides.get(name)),
+            upstream.interface,
         )
     return routes

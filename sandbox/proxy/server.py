@@ -9,10 +9,12 @@ import asyncio
 import secrets
 from typing import Any
 
+from sandbox.proxy.calls import DIRECT_ID, CallReply, direct_call, forward_call, refuse_if_gone
 from sandbox.proxy.host import HOST, LoopHost, listen
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
-from sandbox.proxy.models import ProxyCall, RegisterRequest, Registration
+from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration
 from sandbox.proxy.registry import AttemptRegistry
+from sandbox.proxy.relay import UpstreamPool
 
 
 class ProxyServer:
@@ -109,6 +111,25 @@ class ProxyServer:
 
     async def aunregister(self, token: str) -> list[ProxyCall]:
         return await asyncio.to_thread(self.unregister, token)
+
+    async def acall(
+        self, token: str, name: str, arguments: dict[str, Any] | None, pools: dict[str, UpstreamPool]
+    ) -> CallReply:
+        """One tool call of the attempt from a caller in this process, on the caller's
+        loop (`calls.direct_call`): the same checks, timeout and recording as a call
+        through `url`, without the loopback hop and the proxy's loop. `pools`: the
+        caller's connections (start with {}; `aclose()` each when done). An attempt
+        without the fast path (fast_path=False, a server not on plain http) is served
+        by the SDK path on the proxy's loop instead. Raises ProxyError for an unknown
+        token, SandboxGoneError once the attempt's sandbox is lost."""
+        attempt = self.registry.lookup(token)
+        if attempt is None:
+            raise ProxyError("unknown token")
+        refuse_if_gone(attempt)
+        if attempt.pools is None:
+            result = await asyncio.wrap_future(self._host.submit(forward_call(attempt, name, arguments)))
+            return CallReply.made(DIRECT_ID, result)
+        return await direct_call(attempt, name, arguments, pools)
 
     def calls(self, token: str) -> list[ProxyCall]:
         """The attempt's recorded tool calls so far, in arrival order."""
