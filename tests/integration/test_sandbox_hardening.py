@@ -231,7 +231,9 @@ def test_tool_role_cannot_lift_the_statement_and_idle_limits(tight_sandbox: Atte
         t0 = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(60)")
-        assert time.monotonic() - t0 < TIGHT.pg_statement_seconds + 3  # a watchdog check every second at limits this tight
+        assert (
+            time.monotonic() - t0 < TIGHT.pg_statement_seconds + 3
+        )  # a watchdog check every second at limits this tight
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the session survives a cancelled statement
     with psycopg.connect(dsn) as conn:  # a transaction left open past the idle limit is ended
         conn.execute("SELECT 1")
