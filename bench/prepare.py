@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, PolicySearch
+from judge.canonical import State, dump_canonical
 from sandbox.errors import SeedError
 from sandbox.preparer import TypesenseEndpoint
 from sandbox.sandbox import SandboxRequest
@@ -75,6 +76,10 @@ class TaskPreparation(BaseModel):
             load_state(conn, load_domain(domain).tables, self.rows.get(domain, {}), tool_role)
         except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
             raise SeedError(f"seeding {domain} failed: {exc}") from exc
+
+    def snapshot(self, conn: psycopg.Connection[Any], domain: str) -> State:
+        """The canonical state the attempt's record starts from (the judge's dump)."""
+        return dump_canonical(conn, load_domain(domain).tables)
 
     def index(self, typesense: TypesenseEndpoint) -> bool:
         if not self.sources:

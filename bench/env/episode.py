@@ -2,7 +2,8 @@
 
     reset  -> a warm sandbox of the task's domain, seeded for the task; its
               canonical initial state; a session-proxy registration with the
-              task's allow-list; an MCP session on the proxy; the reset observation
+              task's allow-list (whose tool listing the reset shows); an MCP
+              client of the proxy; the reset observation
     step   -> list_tools | call_tool (through the proxy: same allow-list, limits,
               recording as `tbx run`) | submit_message (to the simulated user)
     end    -> the conversation ends (the agent's <DONE> or end-turn tool, the
@@ -69,7 +70,7 @@ from bench.run.grading import grade
 from bench.run.lifecycle import LiveAttempt, open_attempt
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
-from sandbox import ProxyCall, SandboxGoneError, list_all_tools, proxy_client
+from sandbox import ProxyCall, SandboxGoneError, proxy_client
 from sandbox.labels import new_id
 
 
@@ -324,9 +325,9 @@ class Episode:
         user = LLMUser(host.user_client, task.user_context, attempt_seed=self.repeat, ledger=ledger)
         run = Conversation(spec, None, user, ledger)  # the agent is remote
         self._run = run
-        t = time.perf_counter()
-        listed = await list_all_tools(client)
-        run.timings["list_tools"] = time.perf_counter() - t
+        # What the proxy's tools/list answers, as its registration returned it: not asked again.
+        assert self._live_attempt is not None
+        listed = self._live_attempt.registration.listing
         tools = apply_overrides([mcp_tool_to_openai(x) for x in listed], scenario.tools)
         run.tools_offered = [x["function"]["name"] for x in tools]
         run.add_user(UserTurn(index=0, source="query", text=task.query))

@@ -94,6 +94,9 @@ class FakePreparer:
     def fingerprint(self) -> str:
         return self.name
 
+    def snapshot(self, conn: Any, domain: str) -> None:
+        return None
+
 
 def test_a_planned_checkout_gets_the_sandbox_prepared_for_its_preparer() -> None:
     a, b = FakePreparer("a"), FakePreparer("b")
