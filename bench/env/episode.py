@@ -64,7 +64,7 @@ from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
-from bench.run.attempt import AttemptOutcome, attempt_spec, usage_of
+from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.lifecycle import LiveAttempt, open_attempt
@@ -199,19 +199,7 @@ class Episode:
         timings: dict[str, float] = {}
         golden_task = asyncio.create_task(host.golden.get(task))
         try:
-            spec = await asyncio.to_thread(
-                attempt_spec,
-                host.bench,
-                task,
-                self.repeat,
-                run_id=host.run_id,
-                attempt_id=self.attempt_id,
-                agent=AGENT_NAME,
-                images=host.images,
-                wall_clock=host.opts.wall_clock,
-                limits=host.limits,
-                brief=False,  # the agent is remote: this host runs the conversation itself
-            )
+            spec = await host.attempt_spec(task, self.repeat, self.attempt_id)
             outcome = AttemptOutcome.of(spec)
             timings = outcome.timings
             assert host.provider is not None and host.proxy is not None

@@ -29,6 +29,7 @@ from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
+from bench.run.attempt import AttemptSpec, attempt_spec
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
@@ -101,6 +102,7 @@ class EnvHost:
         self.fatal: str | None = None  # a start-up problem retrying cannot fix (the output directory)
         self.episodes: dict[str, Any] = {}  # episode id -> bench.env.episode.Episode, while it holds a slot
         self._repeats: dict[str, set[int]] = {}  # task -> repeats recorded or handed out
+        self._specs: dict[tuple[str, tuple[tuple[str, str], ...]], AttemptSpec] = {}  # see attempt_spec
         self._bring_up: asyncio.Task[None] | None = None
         self.config_problems = self._check_config()
 
@@ -238,6 +240,30 @@ class EnvHost:
                 "(`tbx tasks list` shows their ids)",
             )
         return task
+
+    async def attempt_spec(self, task: Task, repeat: int, attempt_id: str) -> AttemptSpec:
+        """The spec of an episode of `task`. Everything in it but the ids depends on the task
+        (seed rows, documents, tool policy; no brief: the agent is remote and this host runs
+        the conversation itself), so it is built once per task (and image set), off the event
+        loop, and copied for each episode (its preparation shared: `AttemptSpec.preparation`)."""
+        key = (task.id, tuple(sorted(self.images.items())))
+        template = self._specs.get(key)
+        if template is None:
+            template = await asyncio.to_thread(
+                attempt_spec,
+                self.bench,
+                task,
+                0,
+                run_id=self.run_id,
+                attempt_id="template",
+                agent=AGENT_NAME,
+                images=self.images,
+                wall_clock=self.opts.wall_clock,
+                limits=self.limits,
+                brief=False,
+            )
+            self._specs[key] = template
+        return template.model_copy(update={"attempt_id": attempt_id, "repeat": repeat})
 
     def next_repeat(self, task: Task, wanted: int | None) -> int:
         """`wanted` unless it is recorded or handed out already (refused: a repeat is one
