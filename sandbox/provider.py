@@ -302,9 +302,11 @@ class DockerProvider(SandboxProvider):
         stale_after: float = ORPHAN_TTL,
         start_timeout: float | None = None,
         checkout_timeout: float | None = None,
+        refill_delay: float = 0.0,
     ):
         super().__init__()
         self.warm_size = warm
+        self.refill_delay = refill_delay  # each pool's (SandboxPool.refill_delay)
         # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
         self.sizes: dict[str, int] = dict(sizes or {})
         self.stale_after = stale_after
@@ -416,6 +418,7 @@ class DockerProvider(SandboxProvider):
                 budget=self.budgets.get(key),
                 fail_fast=False,
                 boots=self.boots,
+                refill_delay=self.refill_delay,
                 **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
             )
             self.pools[key] = pool
