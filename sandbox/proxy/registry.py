@@ -220,12 +220,12 @@ class AttemptRegistry:
     ) -> None:
         """Until the attempt closes: connect the lazy clients that asked (in this task)."""
         closed = asyncio.ensure_future(attempt.closed.wait())
+        asked: asyncio.Future[LazyClient] | None = None
         try:
             while True:
                 asked = asyncio.ensure_future(connects.get())
                 await asyncio.wait({closed, asked}, return_when=asyncio.FIRST_COMPLETED)
                 if closed.done():
-                    asked.cancel()
                     return
                 lazy = asked.result()
                 up = lazy.upstream
@@ -242,6 +242,8 @@ class AttemptRegistry:
                     lazy.connected(client)
         finally:
             closed.cancel()
+            if asked is not None:
+                asked.cancel()
 
     async def _open_attempt(
         self,
