@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, PolicySearch
+from judge.canonical import State, dump_canonical
 from sandbox.errors import SeedError
 from sandbox.preparer import TypesenseEndpoint
 from sandbox.sandbox import SandboxRequest
@@ -29,7 +30,10 @@ Rows = dict[str, list[dict[str, Any]]]
 
 
 class TaskPreparation(BaseModel):
-    """An attempt's initial rows and policy documents, and how they go in."""
+    """An attempt's initial rows and policy documents, and how they go in. Not changed
+    once made (frozen): its fingerprint is computed once."""
+
+    model_config = ConfigDict(frozen=True)
 
     # domain -> table -> initial rows (validated, e.g. by servers.engine.seeding.initial_rows)
     rows: dict[str, Rows] = Field(default_factory=dict)
@@ -38,9 +42,14 @@ class TaskPreparation(BaseModel):
     # hybrid: documents indexed with their embeddings (vector + keyword search); keyword: no vectors
     policy_search: PolicySearch = POLICY_SEARCH
 
+    _fingerprint: str | None = PrivateAttr(default=None)
+
     def fingerprint(self) -> str:
-        # Everything seed() and index() read: equal digests, equal canonical state.
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        # Everything seed() and index() read: equal digests, equal canonical state. Asked at
+        # every checkout (the pool's key, the prepared state's check): computed once.
+        if self._fingerprint is None:
+            self._fingerprint = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        return self._fingerprint
 
     def check(self, domains: Sequence[str]) -> None:
         """Reject seed rows the database would silently lose: tables the domain does not
@@ -75,6 +84,10 @@ class TaskPreparation(BaseModel):
             load_state(conn, load_domain(domain).tables, self.rows.get(domain, {}), tool_role)
         except (psycopg.Error, DataPatchError, KeyError, TypeError, ValueError) as exc:
             raise SeedError(f"seeding {domain} failed: {exc}") from exc
+
+    def snapshot(self, conn: psycopg.Connection[Any], domain: str) -> State:
+        """The canonical state the attempt's record starts from (the judge's dump)."""
+        return dump_canonical(conn, load_domain(domain).tables)
 
     def index(self, typesense: TypesenseEndpoint) -> bool:
         if not self.sources:

@@ -10,8 +10,13 @@ computed once before the timed runs (a shared cache), so both sides time attempt
 simulated user is a local stub that closes the chat on its first reply.
 
 Printed per group size: reset p50/p95 (client side), tool-call p95, episodes/min over the
-episodes' wall time, rewards, system errors, leftovers after the server stopped; and `tbx
-run`'s attempts/min, with the load average around each run.
+episodes' wall time, rewards, system errors, leftovers after the server stopped, and how many
+resets were hand-overs of a spare prepared ahead (`/ready`'s pool counts); and `tbx run`'s
+attempts/min, with the load average around each run.
+
+With `--warm W` the resets start only once `/ready` is 200 *and* the pool holds W booted
+spares, each prepared for a served task ("the pool ahead": a reset is then a hand-over);
+without it, as soon as `/ready` is 200 (a booted sandbox per domain).
 """
 
 from __future__ import annotations
@@ -112,16 +117,21 @@ def serve_and_play(
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
+        waiting = time.monotonic()
+        deadline = waiting + 900
+        while True:
             if proc.poll() is not None:
                 raise SystemExit(f"env serve exited: {(root / f'server-g{group}.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(url + "/ready", timeout=10).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"env serve not ready (or its pool not ahead) within 900 s: {ready_body(url)}"
+                )
+            body = ready_body(url)
+            if body.get("ready") and (warm is None or pool_ahead(body, warm)):
+                break
             time.sleep(1)
+        settle = time.monotonic()
+        time.sleep(3)  # the last boot's clean-up and CPU settle before the timed resets
         plan = root / f"plan-g{group}.json"
         plan.write_text(
             json.dumps(
@@ -135,6 +145,7 @@ def serve_and_play(
         )  # fmt: skip
         played = json.loads(agent.stdout)
         load_after = os.getloadavg()[0]
+        pools = ready_body(url).get("pools", {})
         run_id = json.loads((out / "manifest.json").read_text())["run_id"]
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -159,7 +170,27 @@ def serve_and_play(
         "wall_s": round(played["wall_s"], 1),
         "leftovers": len(containers) + len(networks),
         "load": [round(load_before, 1), round(load_after, 1)],
+        "ready_wait_s": round(settle - waiting, 1),  # start-up until ready (and the pool ahead)
+        # resets served by the pools, and of those the hand-overs of a spare prepared for them
+        "handovers": sum(p.get("handovers", 0) for p in pools.values()),
+        "checkouts": sum(p.get("checkouts", 0) for p in pools.values()),
     }
+
+
+def ready_body(url: str) -> dict[str, Any]:
+    """`/ready`'s body (its status aside), or {} while the server does not answer."""
+    try:
+        body = httpx.get(url + "/ready", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def pool_ahead(body: dict[str, Any], warm: int) -> bool:
+    """Every served domain's pool holds `warm` booted spares; with the env server's plan,
+    a spare counts as booted only once it is prepared for its task too."""
+    pools = body.get("pools") or {}
+    return bool(pools) and all(p.get("booted", 0) >= warm for p in pools.values())
 
 
 def tbx_run(bench: Any, tasks: list[Any], group: int, warm: int, cache: Path, root: Path) -> dict[str, Any]:

@@ -19,6 +19,11 @@ replacement of a sandbox handed over for a planned preparer is prepared for
 that preparer again before the rest of the plan, so a task being reset keeps a
 spare while the plan's round over the other tasks keeps theirs.
 
+A replacement may wait `refill_delay` seconds after a hand-over (`tbx env serve`:
+a group of resets arrives at once, and the replacements' boots, started at once,
+took as much of the host process's CPU as the resets they followed); a
+checkout that finds no spare still boots its own at once.
+
 A pooled sandbox is never reused: after its attempt it is torn down like any
 other, so isolation is exactly that of a cold start. Boots run through a
 `sandbox.boots.BootGate` (a bound on boots in flight; queued, never timed out
@@ -64,8 +69,11 @@ class SandboxPool:
         budget: int | None = None,
         fail_fast: bool = True,
         boots: BootGate | None = None,
+        refill_delay: float = 0.0,
     ):
         self.domains = list(domains)
+        self.refill_delay = refill_delay  # seconds from a hand-over to its replacement's boot
+        self._refill_timer: asyncio.TimerHandle | None = None
         self.size = max(1, size)
         self.typesense = typesense
         self.limits = limits or Limits()
@@ -130,6 +138,17 @@ class SandboxPool:
         """Keep `size` sandboxes ahead (within the budget and the plan)."""
         while not self._closed and self.spare < self.size and self._spawn_next():
             pass
+
+    def _refill(self) -> None:
+        """`_fill` after a hand-over: `refill_delay` s later (one timer for a burst of them)."""
+        if self.refill_delay <= 0:
+            self._fill()
+        elif self._refill_timer is None:
+            self._refill_timer = asyncio.get_running_loop().call_later(self.refill_delay, self._refill_now)
+
+    def _refill_now(self) -> None:
+        self._refill_timer = None
+        self._fill()
 
     def _spawn_next(self) -> bool:
         if self._plan is None:
@@ -251,7 +270,7 @@ class SandboxPool:
         self.handovers += ahead
         if self._again and self._plan is not None and key in self._factories:
             self._plan.appendleft(self._factories[key])  # the likeliest next checkout: this one again
-        self._fill()
+        self._refill()
         sb = item
         if key is None:
             sb.request = sb.request.model_copy(update={"prepare": prepare})
@@ -300,6 +319,9 @@ class SandboxPool:
 
     async def close(self) -> None:
         self._closed = True
+        if self._refill_timer is not None:
+            self._refill_timer.cancel()
+            self._refill_timer = None
         for task in list(self._booting):
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -89,6 +89,18 @@ class SandboxSession(Protocol):
         """The sandbox's private network (None: none of its own)."""
         ...
 
+    @property
+    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
+        """domain -> its server's tools/list taken at prepare (MCP JSON); a domain
+        missing: not taken (the proxy's registration lists it)."""
+        ...
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        """The initial states (domain -> the preparer's snapshot) read right after
+        seeding, if a preparer of `fingerprint` read them and nothing has written since;
+        None: the caller dumps them now. One use (the attempt's writes follow)."""
+        ...
+
     async def close(self) -> None:
         """Remove the attempt's containers (idempotent)."""
         ...
@@ -196,6 +208,13 @@ class _Counted:
     def network(self) -> str | None:
         return self._session.network
 
+    @property
+    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
+        return self._session.tools
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        return await self._session.prepared_states(fingerprint)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -240,6 +259,13 @@ class DockerSession:
     def network(self) -> str | None:
         return self.sandbox.handle.network
 
+    @property
+    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
+        return self.sandbox.handle.tools
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        return await asyncio.to_thread(self.sandbox.sandbox.prepared_states, fingerprint)
+
     async def close(self) -> None:
         await self.sandbox.__aexit__(None, None, None)
 
@@ -276,9 +302,11 @@ class DockerProvider(SandboxProvider):
         stale_after: float = ORPHAN_TTL,
         start_timeout: float | None = None,
         checkout_timeout: float | None = None,
+        refill_delay: float = 0.0,
     ):
         super().__init__()
         self.warm_size = warm
+        self.refill_delay = refill_delay  # each pool's (SandboxPool.refill_delay)
         # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
         self.sizes: dict[str, int] = dict(sizes or {})
         self.stale_after = stale_after
@@ -390,6 +418,7 @@ class DockerProvider(SandboxProvider):
                 budget=self.budgets.get(key),
                 fail_fast=False,
                 boots=self.boots,
+                refill_delay=self.refill_delay,
                 **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
             )
             self.pools[key] = pool

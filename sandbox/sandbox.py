@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import threading
@@ -42,7 +43,7 @@ from sandbox.errors import (
 )
 from sandbox.host_firewall import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
-from sandbox.preparer import Preparer, TypesenseEndpoint
+from sandbox.preparer import PreparedState, Preparer, TypesenseEndpoint
 from sandbox.readiness import wait_ready
 from sandbox.services import (
     PG_PORT,
@@ -63,6 +64,8 @@ from sandbox.subnets import AttemptSubnet, with_subnet
 
 if TYPE_CHECKING:
     from sandbox.reaper import Reaper
+
+log = logging.getLogger(__name__)
 
 POLICY_COLLECTION = "policies"
 
@@ -119,6 +122,10 @@ class AttemptHandle(BaseModel):
     upstream_secret: str = ""
     containers: dict[str, str] = Field(default_factory=dict)  # role -> container id
     timings: dict[str, float] = Field(default_factory=dict)
+    # domain -> its server's tools/list (MCP JSON), taken at prepare: the proxy's
+    # registration reuses it instead of listing on the attempt's critical path.
+    # Missing for a server that did not list (the registration then lists itself).
+    tools: dict[str, list[dict[str, Any]]] = Field(default_factory=dict, exclude=True)
 
     @property
     def server_headers(self) -> dict[str, str]:
@@ -136,6 +143,15 @@ def resolve_images(typesense: bool = True) -> dict[str, str]:
 
 def schema_name(domain: str) -> str:
     return f"tbx_{domain}"
+
+
+def write_marker(conn: psycopg.Connection[Any]) -> str:
+    """Changes whenever a transaction has written since (any INSERT, UPDATE, DELETE or DDL
+    takes a transaction id: the snapshot's xmax moves, and one in progress is listed).
+    Reads take none, and autovacuum is off in tbx's PostgreSQL image."""
+    row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def _dsn(host: str, port: int, user: str, password: str, domain: str) -> str:
@@ -163,6 +179,10 @@ class Sandbox:
         self._ips: dict[str, str] = {}
         self._timings: dict[str, float] = {}
         self._admin_conn: psycopg.Connection[Any] | None = None
+        # The initial state the preparer read after seeding, and the connection its
+        # write marker is checked on at the hand-over (`prepared_states`; one use).
+        self._prepared: PreparedState | None = None
+        self._marker_conn: psycopg.Connection[Any] | None = None
         self._admin_pw = self._tool_pw = self._ts_key = self._upstream_secret = ""
         # start() and close() never overlap: a close() from another thread (an asyncio
         # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
@@ -267,13 +287,18 @@ class Sandbox:
         )
         ts_url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}" if req.typesense else None
         collection: str | None = None
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        servers = {d: f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains}
+        with ThreadPoolExecutor(max_workers=3) as pool:
             seeded = pool.submit(self._seed_postgres, pg)
             indexed = pool.submit(self._index_documents, ts_url) if ts_url else None
+            listed = pool.submit(self._list_tools, servers)
             self._timings["postgres_seeded"] = seeded.result()
             if indexed is not None and (seconds := indexed.result()) is not None:
                 collection = POLICY_COLLECTION
                 self._timings["policies_indexed"] = seconds
+            tools = listed.result()
+        if req.prepare is not None:
+            self._capture(pg)
         self._timings["prepared"] = time.monotonic() - t0
         self._timings["ready"] = self._timings["booted"] + self._timings["prepared"]
         assert self._network is not None
@@ -285,11 +310,74 @@ class Sandbox:
             typesense_url=ts_url,
             typesense_api_key=self._ts_key if req.typesense else None,
             collection=collection,
-            servers={d: f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains},
+            servers=servers,
             upstream_secret=self._upstream_secret,
             containers={role: c.get_wrapped_container().id for role, c in self._containers.items()},
             timings=dict(self._timings),
+            tools=tools,
         )
+
+    def _list_tools(self, servers: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+        """Each server's tools/list (read-only: no row is touched); a server that does not
+        answer is left out (its registration lists it and reports the failure)."""
+        from sandbox.proxy.clients import server_tools  # the MCP client loads only when used
+
+        t = time.monotonic()
+        listed: dict[str, list[dict[str, Any]]] = {}
+        headers = {UPSTREAM_SECRET_HEADER: self._upstream_secret}
+        for domain, url in servers.items():
+            try:
+                listed[domain] = server_tools(url, headers, bridge_name(self.request.attempt_id))
+            except Exception as exc:
+                log.warning("listing the %s server's tools at prepare failed: %r", domain, exc)
+        self._timings["tools_listed"] = time.monotonic() - t
+        return listed
+
+    def _capture(self, pg: PgEndpoint) -> None:
+        """The preparer's snapshot of every domain, after the write marker it is valid under.
+        The marker's connection stays open for the hand-over's check (no new login then)."""
+        prepare = self.request.prepare
+        assert prepare is not None
+        t = time.monotonic()
+        conn = psycopg.connect(pg.admin_dsn(self.request.domains[0]), autocommit=True)
+        try:
+            marker = write_marker(conn)  # before the reads: a write during them changes it too
+            states: dict[str, Any] = {}
+            for d in self.request.domains:
+                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema_name(d))))
+                state = prepare.snapshot(conn, d)
+                if state is None:
+                    conn.close()
+                    return
+                states[d] = state
+        except BaseException:
+            conn.close()
+            raise
+        self._prepared = PreparedState(fingerprint=prepare.fingerprint(), marker=marker, states=states)
+        self._marker_conn = conn
+        self._timings["initial_state_read"] = time.monotonic() - t
+
+    def prepared_states(self, fingerprint: str) -> dict[str, Any] | None:
+        """The initial states the preparer read after seeding (domain -> snapshot), if they
+        were read by a preparer of `fingerprint` and no transaction has written to the
+        database since (its write marker is unchanged); else None: dump it now. One use:
+        the attempt's own writes follow."""
+        with self._lock:
+            prepared, conn = self._prepared, self._marker_conn
+            self._prepared = self._marker_conn = None
+        if conn is None:
+            return None
+        try:
+            fresh = (
+                prepared is not None
+                and prepared.fingerprint == fingerprint
+                and write_marker(conn) == prepared.marker
+            )
+        except psycopg.Error:
+            fresh = False
+        finally:
+            conn.close()
+        return prepared.states if fresh and prepared is not None else None
 
     def _raise_if_aborted(self) -> None:
         if self._abort.is_set() or self._closed:
@@ -401,9 +489,10 @@ class Sandbox:
             self._remove_all()
 
     def _remove_all(self) -> None:
-        if self._admin_conn is not None:
-            with contextlib.suppress(Exception):
-                self._admin_conn.close()
+        for conn in (self._admin_conn, self._marker_conn):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
         client = docker_client()
         # sparse: the listing's summaries are enough to remove by id (not sparse, the
         # SDK inspects every container it lists: three more daemon calls per set)

@@ -2,7 +2,8 @@
 
     reset  -> a warm sandbox of the task's domain, seeded for the task; its
               canonical initial state; a session-proxy registration with the
-              task's allow-list; an MCP session on the proxy; the reset observation
+              task's allow-list (whose tool listing the reset shows); an MCP
+              client of the proxy; the reset observation
     step   -> list_tools | call_tool (through the proxy: same allow-list, limits,
               recording as `tbx run`) | submit_message (to the simulated user)
     end    -> the conversation ends (the agent's <DONE> or end-turn tool, the
@@ -63,13 +64,13 @@ from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
-from bench.run.attempt import AttemptOutcome, attempt_spec, usage_of
+from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.lifecycle import LiveAttempt, open_attempt
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
-from sandbox import ProxyCall, SandboxGoneError, list_all_tools, proxy_client
+from sandbox import ProxyCall, SandboxGoneError, proxy_client
 from sandbox.labels import new_id
 
 
@@ -198,19 +199,7 @@ class Episode:
         timings: dict[str, float] = {}
         golden_task = asyncio.create_task(host.golden.get(task))
         try:
-            spec = await asyncio.to_thread(
-                attempt_spec,
-                host.bench,
-                task,
-                self.repeat,
-                run_id=host.run_id,
-                attempt_id=self.attempt_id,
-                agent=AGENT_NAME,
-                images=host.images,
-                wall_clock=host.opts.wall_clock,
-                limits=host.limits,
-                brief=False,  # the agent is remote: this host runs the conversation itself
-            )
+            spec = await host.attempt_spec(task, self.repeat, self.attempt_id)
             outcome = AttemptOutcome.of(spec)
             timings = outcome.timings
             assert host.provider is not None and host.proxy is not None
@@ -324,9 +313,9 @@ class Episode:
         user = LLMUser(host.user_client, task.user_context, attempt_seed=self.repeat, ledger=ledger)
         run = Conversation(spec, None, user, ledger)  # the agent is remote
         self._run = run
-        t = time.perf_counter()
-        listed = await list_all_tools(client)
-        run.timings["list_tools"] = time.perf_counter() - t
+        # What the proxy's tools/list answers, as its registration returned it: not asked again.
+        assert self._live_attempt is not None
+        listed = self._live_attempt.registration.listing
         tools = apply_overrides([mcp_tool_to_openai(x) for x in listed], scenario.tools)
         run.tools_offered = [x["function"]["name"] for x in tools]
         run.add_user(UserTurn(index=0, source="query", text=task.query))

@@ -29,6 +29,7 @@ from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
+from bench.run.attempt import AttemptSpec, attempt_spec
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
@@ -47,6 +48,9 @@ AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
 WARM_TOTAL = 2  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
 PLAN_AHEAD = 10_000  # planned checkouts per served domain (lazy preparers: cheap to hold)
+# Seconds from a hand-over to its replacement's boot: a group's resets (G at once) finish
+# before the G replacements' boots take the process's CPU (SandboxPool.refill_delay).
+REFILL_DELAY = 1.0
 
 
 def warm_sizes(tasks: list[Task], max_episodes: int, warm: int | None) -> dict[str, int]:
@@ -101,6 +105,8 @@ class EnvHost:
         self.fatal: str | None = None  # a start-up problem retrying cannot fix (the output directory)
         self.episodes: dict[str, Any] = {}  # episode id -> bench.env.episode.Episode, while it holds a slot
         self._repeats: dict[str, set[int]] = {}  # task -> repeats recorded or handed out
+        # see attempt_spec: one build per task, shared by the resets that wait for it
+        self._specs: dict[tuple[str, tuple[tuple[str, str], ...]], asyncio.Future[AttemptSpec]] = {}
         self._bring_up: asyncio.Task[None] | None = None
         self.config_problems = self._check_config()
 
@@ -153,6 +159,7 @@ class EnvHost:
                         sizes=self.warm,  # per served domain (warm_sizes)
                         start_timeout=self.opts.start_timeout,
                         checkout_timeout=2 * self.opts.start_timeout,
+                        refill_delay=REFILL_DELAY,
                     )
                     # Every domain's spares are seeded ahead for its served tasks, a round
                     # over them in list order, and a reset's replacement for the task it
@@ -167,6 +174,10 @@ class EnvHost:
                         SandboxRequest(domains=[domain], limits=self.limits, run_id=self.run_id)
                     )
                 self.bring_up_error = None
+                # The served tasks' specs, built while the spares boot (a reset then only copies one).
+                for task in self.tasks.values():
+                    with contextlib.suppress(Exception):  # a reset of it meets the error itself
+                        await self.attempt_spec(task, 0, "ahead")
                 return
             except (BundleChanged, ImageMissingError) as exc:  # waiting cannot cure these
                 self.fatal = str(exc)
@@ -238,6 +249,36 @@ class EnvHost:
                 "(`tbx tasks list` shows their ids)",
             )
         return task
+
+    async def attempt_spec(self, task: Task, repeat: int, attempt_id: str) -> AttemptSpec:
+        """The spec of an episode of `task`. Everything in it but the ids depends on the task
+        (seed rows, documents, tool policy; no brief: the agent is remote and this host runs
+        the conversation itself), so it is built once per task (and image set), off the event
+        loop, and copied for each episode (its preparation shared: `AttemptSpec.preparation`)."""
+        key = (task.id, tuple(sorted(self.images.items())))
+        building = self._specs.get(key)
+        if building is None:
+            build = functools.partial(
+                attempt_spec,
+                self.bench,
+                task,
+                0,
+                run_id=self.run_id,
+                attempt_id="template",
+                agent=AGENT_NAME,
+                images=self.images,
+                wall_clock=self.opts.wall_clock,
+                limits=self.limits,
+                brief=False,
+            )
+            building = self._specs[key] = asyncio.ensure_future(asyncio.to_thread(build))
+        try:
+            template = await asyncio.shield(building)
+        except Exception:
+            if self._specs.get(key) is building:
+                del self._specs[key]  # the next reset tries again (and meets the error itself)
+            raise
+        return template.model_copy(update={"attempt_id": attempt_id, "repeat": repeat})
 
     def next_repeat(self, task: Task, wanted: int | None) -> int:
         """`wanted` unless it is recorded or handed out already (refused: a repeat is one

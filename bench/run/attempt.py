@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field, field_serializer, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer, model_validator
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
@@ -96,17 +96,29 @@ class AttemptSpec(BaseModel):
     def _no_keys(self, models: ModelsConfig | None) -> dict[str, Any] | None:
         return None if models is None else models.public_dict()
 
-    def sandbox_request(self) -> SandboxRequest:
-        # Typed through the tables' models again: a spec read from JSON carries
-        # timestamps as ISO text, which the bulk load would not take.
-        seed = initial_rows(load_domain(self.domain).tables, self.seed, None)
-        return SandboxRequest(
-            domains=[self.domain],
-            prepare=TaskPreparation(
+    # (what it was built from, the preparation): see `preparation`
+    _preparation: tuple[tuple[Any, ...], TaskPreparation] | None = PrivateAttr(default=None)
+
+    def preparation(self) -> TaskPreparation:
+        """The sandbox's preparation: the seed rows typed through the tables' models again
+        (a spec read from JSON carries timestamps as ISO text, which the bulk load would
+        not take) and the documents. Built once per seed: copies of a spec for other
+        attempts of its task (`model_copy`) share it, one with other rows builds its own."""
+        made_of = (self.domain, id(self.seed), id(self.policy_sources), self.typesense, self.policy_search)
+        if self._preparation is None or self._preparation[0] != made_of:
+            seed = initial_rows(load_domain(self.domain).tables, self.seed, None)
+            prep = TaskPreparation(
                 rows={self.domain: seed},
                 sources=self.policy_sources if self.typesense else [],
                 policy_search=self.policy_search,
-            ),
+            )
+            self._preparation = (made_of, prep)
+        return self._preparation[1]
+
+    def sandbox_request(self) -> SandboxRequest:
+        return SandboxRequest(
+            domains=[self.domain],
+            prepare=self.preparation(),
             typesense=self.typesense,
             run_id=self.run_id,
             attempt_id=self.attempt_id,

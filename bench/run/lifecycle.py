@@ -4,9 +4,14 @@
         ...  # drive the conversation against live.url / live.headers
     outcome = live.outcome  # states, tool calls, timings (filled as it goes)
 
-Opening checks a sandbox out of the provider (`spec.sandbox_request()`), dumps
+Opening checks a sandbox out of the provider (`spec.sandbox_request()`), takes
 the canonical initial state and registers the attempt with the session proxy
-under the spec's tool policy (no allow-list: every tool; an empty one: none). Closing, always
+under the spec's tool policy (no allow-list: every tool; an empty one: none).
+What does not depend on the attempt was done when the sandbox was prepared (in a
+warm pool, ahead of the checkout): the initial state was read right after
+seeding and is used when the database has seen no write since (else it is
+dumped now), and the servers' tool listings go to the proxy with the
+registration, which then makes no request of them. Closing, always
 (also on an error or a cancellation): the proxy's record of the calls is
 collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
@@ -43,6 +48,7 @@ from sandbox import (
     Registration,
     SandboxGoneError,
     SandboxProvider,
+    SandboxRequest,
     ToolPolicy,
     Upstream,
 )
@@ -60,7 +66,7 @@ def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolic
     return RegisterRequest(
         attempt_id=attempt_id,
         upstreams={
-            d: Upstream(url=u, headers=headers, interface=session.interface)
+            d: Upstream(url=u, headers=headers, interface=session.interface, tools=session.tools.get(d))
             for d, u in session.servers.items()
         },
         policy=policy,
@@ -131,6 +137,16 @@ async def _dump(session: SandboxSession, domain: str) -> State:
     return await asyncio.to_thread(dump_dsn, session.admin_dsn(domain), domain)
 
 
+async def _initial_state(session: SandboxSession, domain: str, request: SandboxRequest) -> State:
+    """The state read when the sandbox was prepared for this request's preparer, if nothing
+    has written since (`SandboxSession.prepared_states`), else a dump now."""
+    if request.prepare is not None:
+        prepared = await session.prepared_states(request.prepare.fingerprint())
+        if prepared is not None and domain in prepared:
+            return prepared[domain]
+    return await _dump(session, domain)
+
+
 @asynccontextmanager
 async def open_attempt(
     spec: AttemptSpec,
@@ -145,12 +161,13 @@ async def open_attempt(
     outcome = outcome if outcome is not None else AttemptOutcome.of(spec)
     timings = outcome.timings
     t = time.monotonic()
-    session = await provider.checkout(spec.sandbox_request())
+    request = spec.sandbox_request()
+    session = await provider.checkout(request)
     try:
         timings["sandbox_start"] = time.monotonic() - t
         try:
             t = time.monotonic()
-            outcome.initial_state = await _dump(session, spec.domain)
+            outcome.initial_state = await _initial_state(session, spec.domain, request)
             timings["initial_dump"] = time.monotonic() - t
             reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
             live = LiveAttempt(spec, outcome, session, proxy, reg)

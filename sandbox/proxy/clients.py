@@ -4,6 +4,7 @@ paginated tool listing the proxy and the agent loop share."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -12,10 +13,13 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_PROTOCOL_VERSION
 
 from sandbox.proxy.models import Registration
 from sandbox.proxy.relay import bind_to_device
 from sandbox.tls import client_ssl_context
+
+PROXY_PROTOCOL = LATEST_PROTOCOL_VERSION  # what the session proxy's MCP server speaks
 
 
 def upstream_client(
@@ -45,8 +49,10 @@ def upstream_client(
     return Client(transport(), cache=None, mode=mode)
 
 
-def proxy_client(registration: Registration, *, mode: str = "auto") -> Client:
-    """An MCP client for one attempt's proxy endpoint (bearer token set)."""
+def proxy_client(registration: Registration, *, mode: str = PROXY_PROTOCOL) -> Client:
+    """An MCP client for one attempt's proxy endpoint (bearer token set). The proxy is
+    this SDK's own server, so its protocol version is known: no discover round trip
+    (`mode="auto"` asks for one)."""
     return upstream_client(registration.url, registration.headers, mode=mode)
 
 
@@ -62,3 +68,19 @@ async def list_all_tools(client: Client) -> list[types.Tool]:
         if not cursor:
             break
     return tools
+
+
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    """A listed tool as MCP JSON (what `types.Tool.model_validate` reads back)."""
+    return tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def server_tools(url: str, headers: Mapping[str, str], interface: str | None = None) -> list[dict[str, Any]]:
+    """A server's tools/list as MCP JSON, from a thread without an event loop (a
+    sandbox's prepare: the listing the proxy's registration then reuses)."""
+
+    async def listing() -> list[dict[str, Any]]:
+        async with upstream_client(url, headers, interface=interface) as client:
+            return [tool_json(t) for t in await list_all_tools(client)]
+
+    return asyncio.run(listing())

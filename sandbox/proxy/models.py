@@ -43,6 +43,10 @@ class Upstream(BaseModel):
     # connections are bound to it, so once the bridge is gone they fail instead of
     # following the host's default route out of the machine.
     interface: str | None = None
+    # Its tools/list (MCP JSON) when taken already (a sandbox's prepare): the registration
+    # then neither lists nor connects; the MCP client of the SDK path connects on its first
+    # call. None: connect and list at registration.
+    tools: list[dict[str, Any]] | None = None
 
 
 class RegisterRequest(BaseModel):
@@ -89,6 +93,9 @@ class Registration(BaseModel):
     url: str  # send `Authorization: Bearer <token>`
     path_url: str  # the same endpoint with the token in the path (for clients that cannot set headers)
     tools: list[str]  # what tools/list shows, in order
+    # The same tools as tools/list answers them (MCP JSON, overrides applied): an agent
+    # that has this need not list them again.
+    listing: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def headers(self) -> dict[str, str]:

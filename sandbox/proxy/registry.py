@@ -2,7 +2,12 @@
 upstream servers, list and filter their tools, check and watch the sandbox),
 lookup by token, the loss of a sandbox, and unregistration. Each attempt's
 upstream clients and MCP session manager live in one task of the proxy's
-loop (`_attempt_lifetime`); the calls themselves are `calls.py`'s."""
+loop (`_attempt_lifetime`); the calls themselves are `calls.py`'s.
+
+An upstream whose tools come listed already (`Upstream.tools`, taken when its
+sandbox was prepared) costs the registration no request at all: its MCP client
+(the SDK path's; the fast path relays over connections of its own) connects on
+its first call, in the same task (`LazyClient`)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import math
 import secrets
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -26,10 +32,10 @@ from sandbox.proxy import calls, relay
 from sandbox.proxy.app import ProxyApp
 from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.calls import leaf
-from sandbox.proxy.clients import list_all_tools, upstream_client
+from sandbox.proxy.clients import list_all_tools, tool_json, upstream_client
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
 from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, ToolPolicy, Upstream
-from sandbox.proxy.routes import RESERVED_PREFIX, build_routes
+from sandbox.proxy.routes import RESERVED_PREFIX, ToolCaller, build_routes
 from sandbox.proxy.watch import SandboxWatch, check_alive
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,39 @@ CLOSE_TIMEOUT = 5.0
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+class LazyClient:
+    """An upstream's MCP client connected on its first call. The connection is made by
+    the attempt's lifetime task (`connects`), which owns every client it enters (anyio's
+    scoping rule); a failed connection fails that call and the next one tries again."""
+
+    def __init__(self, upstream: Upstream, connects: asyncio.Queue[LazyClient]):
+        self.upstream = upstream
+        self._connects = connects
+        self._client: asyncio.Future[Client] | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        if self._client is None:
+            self._client = asyncio.get_running_loop().create_future()
+            self._connects.put_nowait(self)
+        pending = self._client
+        try:
+            client = await asyncio.shield(pending)
+        except Exception:
+            if self._client is pending:
+                self._client = None
+            raise
+        return await client.call_tool(name, arguments)
+
+    def connected(self, client: Client | BaseException) -> None:
+        if self._client is None or self._client.done():
+            return
+        if isinstance(client, BaseException):
+            self._client.set_exception(client)
+            self._client.exception()  # retrieved: nobody else may be waiting
+        else:
+            self._client.set_result(client)
 
 
 class AttemptRegistry:
@@ -104,6 +143,7 @@ class AttemptRegistry:
             url=f"{base}/mcp",
             path_url=f"{base}/a/{token}/mcp",
             tools=list(attempt.routes),
+            listing=[tool_json(r.tool) for r in attempt.routes.values()],
         )
 
     def watch_callback(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
@@ -147,14 +187,15 @@ class AttemptRegistry:
                 async with AsyncExitStack() as stack:
                     # Errors are caught inside the stack: raised through the
                     # clients' task groups they would arrive wrapped in groups.
+                    connects: asyncio.Queue[LazyClient] = asyncio.Queue()
                     try:
-                        await self._open_attempt(attempt, stack, upstreams, policy)
+                        await self._open_attempt(attempt, stack, upstreams, policy, connects)
                     except Exception as exc:
                         failure = exc
                     else:
                         scope.deadline = math.inf
                         ready.set_result(None)
-                        await attempt.closed.wait()
+                        await self._serve_connects(attempt, stack, connects)
             if scope.cancelled_caught and failure is None and not ready.done():
                 failure = ProxyError(
                     f"attempt {attempt.attempt_id}: upstream servers did not answer within "
@@ -174,15 +215,50 @@ class AttemptRegistry:
                     failure or ProxyError(f"attempt {attempt.attempt_id}: registration failed")
                 )
 
+    async def _serve_connects(
+        self, attempt: RegisteredAttempt, stack: AsyncExitStack, connects: asyncio.Queue[LazyClient]
+    ) -> None:
+        """Until the attempt closes: connect the lazy clients that asked (in this task)."""
+        closed = asyncio.ensure_future(attempt.closed.wait())
+        asked: asyncio.Future[LazyClient] | None = None
+        try:
+            while True:
+                asked = asyncio.ensure_future(connects.get())
+                await asyncio.wait({closed, asked}, return_when=asyncio.FIRST_COMPLETED)
+                if closed.done():
+                    return
+                lazy = asked.result()
+                up = lazy.upstream
+                try:
+                    client = await stack.enter_async_context(
+                        upstream_client(up.url, up.headers, interface=up.interface)
+                    )
+                except Exception as exc:
+                    log.warning(
+                        "attempt %s: connecting to %s failed: %r", attempt.attempt_id, up.url, leaf(exc)
+                    )
+                    lazy.connected(ProxyError(f"cannot reach the tool server at {up.url}: {leaf(exc)!r}"))
+                else:
+                    lazy.connected(client)
+        finally:
+            closed.cancel()
+            if asked is not None:
+                asked.cancel()
+
     async def _open_attempt(
         self,
         attempt: RegisteredAttempt,
         stack: AsyncExitStack,
         upstreams: dict[str, Upstream],
         policy: ToolPolicy,
+        connects: asyncio.Queue[LazyClient],
     ) -> None:
-        listed: list[tuple[str, Upstream, Client, types.Tool]] = []
+        listed: list[tuple[str, Upstream, ToolCaller, types.Tool]] = []
         for domain, upstream in upstreams.items():
+            if upstream.tools is not None:  # listed when its sandbox was prepared
+                lazy = LazyClient(upstream, connects)
+                listed.extend((domain, upstream, lazy, types.Tool.model_validate(t)) for t in upstream.tools)
+                continue
             try:
                 client = await stack.enter_async_context(
                     upstream_client(upstream.url, upstream.headers, interface=upstream.interface)

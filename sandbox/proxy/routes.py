@@ -7,10 +7,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
-from mcp import Client
 
 from sandbox.proxy.models import ProxyError, ToolPolicy, Upstream
 
@@ -35,23 +34,29 @@ def apply_overrides(
     return tool.model_copy(update=update)
 
 
+class ToolCaller(Protocol):
+    """What the SDK path calls a tool through: an `mcp.Client`, or one connected on first use."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult: ...
+
+
 @dataclass
 class Route:
     domain: str
     url: str
     headers: dict[str, str]  # sent upstream on every request
-    client: Client
+    client: ToolCaller
     tool: types.Tool  # as listed to the agent (overrides applied)
     interface: str | None = None  # the host device connections to `url` are bound to (Upstream.interface)
 
 
 def build_routes(
     attempt_id: str,
-    listed: Sequence[tuple[str, Upstream, Client, types.Tool]],
+    listed: Sequence[tuple[str, Upstream, ToolCaller, types.Tool]],
     policy: ToolPolicy,
 ) -> dict[str, Route]:
     """The attempt's tool table, in allow-list order (else upstream order)."""
-    by_name: dict[str, list[tuple[str, Upstream, Client, types.Tool]]] = {}
+    by_name: dict[str, list[tuple[str, Upstream, ToolCaller, types.Tool]]] = {}
     for entry in listed:
         if not entry[3].name.startswith(RESERVED_PREFIX):
             by_name.setdefault(entry[3].name, []).append(entry)

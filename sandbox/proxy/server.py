@@ -102,15 +102,18 @@ class ProxyServer:
         return self._host.submit(self.registry.register(request)).result()
 
     async def aregister(self, request: RegisterRequest) -> Registration:
-        """`register` for callers on an event loop (does not block it)."""
-        return await asyncio.to_thread(self.register, request)
+        """`register` for callers on an event loop (does not block it). It waits for the
+        proxy's loop without holding a worker thread: resets at once would otherwise queue
+        for the caller's few default-executor threads. A cancelled caller does not cancel
+        the registration (as a blocked thread would not have)."""
+        return await asyncio.shield(asyncio.wrap_future(self._host.submit(self.registry.register(request))))
 
     def unregister(self, token: str) -> list[ProxyCall]:
         """Close the attempt's sessions; returns its recorded calls. Its token stops working at once."""
         return self._host.submit(self.registry.unregister(token)).result()
 
     async def aunregister(self, token: str) -> list[ProxyCall]:
-        return await asyncio.to_thread(self.unregister, token)
+        return await asyncio.shield(asyncio.wrap_future(self._host.submit(self.registry.unregister(token))))
 
     async def acall(
         self, token: str, name: str, arguments: dict[str, Any] | None, pools: dict[str, UpstreamPool]

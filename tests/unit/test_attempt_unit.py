@@ -96,6 +96,10 @@ class InProcessSession:
     interface = None
     containers: Mapping[str, str] = {}
     network = None
+    tools: Mapping[str, list[dict[str, Any]]] = {}  # not listed ahead: the registration lists
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        return None  # nothing read ahead: the lifecycle dumps
 
     async def close(self) -> None:
         self.server.should_exit = True

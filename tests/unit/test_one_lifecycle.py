@@ -63,6 +63,10 @@ class FaultySession:
     interface = None
     containers: Mapping[str, str] = {}
     network = None
+    tools: Mapping[str, list[dict[str, Any]]] = {}  # not listed ahead: the registration lists
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        return None  # nothing read ahead: the lifecycle dumps
 
     def admin_dsn(self, domain: str) -> str:
         self.dumps += 1

@@ -94,6 +94,9 @@ class FakePreparer:
     def fingerprint(self) -> str:
         return self.name
 
+    def snapshot(self, conn: Any, domain: str) -> None:
+        return None
+
 
 def test_a_planned_checkout_gets_the_sandbox_prepared_for_its_preparer() -> None:
     a, b = FakePreparer("a"), FakePreparer("b")
@@ -190,5 +193,23 @@ def test_flush_discards_what_waits_and_boots_replacements() -> None:
             await _settle(pool)
             assert pool.booted == 2
             await asyncio.wait_for(pool.acquire(), timeout=5)  # a good one, not the failure
+
+    asyncio.run(go())
+
+
+def test_a_replacement_boots_refill_delay_after_a_hand_over_and_a_checkout_without_spare_at_once() -> None:
+    async def go() -> None:
+        pool = SandboxPool(["retail"], size=2, images={"servers": "x"}, fail_fast=False, refill_delay=0.3)
+        async with pool:
+            await _settle(pool)
+            assert pool.booted == 2
+            await pool.acquire()
+            await pool.acquire()  # a burst: one timer for both replacements
+            assert pool.spare == 0 and not pool._booting  # nothing boots during the burst
+            third = asyncio.ensure_future(pool.acquire())  # no spare: boots its own at once
+            await asyncio.wait_for(third, 5)
+            await asyncio.sleep(0.4)
+            await _settle(pool)
+            assert pool.booted == 2  # the replacements came after the delay
 
     asyncio.run(go())

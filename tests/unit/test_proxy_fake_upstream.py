@@ -5,6 +5,7 @@ behaviour against real sandboxes is in tests/integration/test_proxy_sandbox.py."
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from sandbox import (
 from sandbox.proxy import calls as proxy_calls
 from sandbox.proxy import relay
 from sandbox.proxy.admin import AdminClient
+from sandbox.proxy.clients import server_tools, tool_json
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string", "description": "upstream words"}}}
 
@@ -370,6 +372,65 @@ async def test_legacy_sessions_are_served(proxy: ProxyServer, upstreams: dict[st
         ("a_fail", "tool_error"),
         ("a_admin", "refused"),
     ]
+
+
+async def test_a_pre_listed_upstream_costs_the_registration_no_request(
+    proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    """Tools listed when the sandbox was prepared (`Upstream.tools`): the registration sends
+    the upstream nothing, lists and routes the same tools, and returns them as tools/list
+    answers them; the SDK path's client connects on its first call (a legacy session too)."""
+    alpha = upstreams["alpha"]
+    listing = await asyncio.to_thread(server_tools, alpha.url, {})
+    policy = ToolPolicy(allowed_tools=["a_echo", "a_fail"], overrides={"a_echo": "scenario words"})
+    request = RegisterRequest(
+        attempt_id="att-prelisted", upstreams={"alpha": Upstream(url=alpha.url, tools=listing)}, policy=policy
+    )
+    before = len(alpha.secrets)
+    reg = await proxy.aregister(request)
+    assert len(alpha.secrets) == before  # not one request at registration
+    listed_now = await proxy.aregister(
+        request.model_copy(update={"upstreams": {"alpha": Upstream(url=alpha.url)}})
+    )
+    assert reg.tools == listed_now.tools == ["a_echo", "a_fail"]
+    assert reg.listing == listed_now.listing
+    try:
+        async with proxy_client(reg) as client:
+            answered = (await client.list_tools()).tools
+            assert reg.listing == [tool_json(t) for t in answered]
+            assert answered[0].description == "scenario words"
+            assert json.loads(_text(await client.call_tool("a_echo", {"x": "1"})))["args"] == {"x": "1"}
+            assert (await client.call_tool("a_fail", {})).is_error
+        async with proxy_client(reg, mode="legacy") as client:  # always the SDK path
+            assert json.loads(_text(await client.call_tool("a_echo", {"x": "2"})))["args"] == {"x": "2"}
+    finally:
+        calls = await proxy.aunregister(reg.token)
+        await proxy.aunregister(listed_now.token)
+    assert [(c.tool, c.outcome) for c in calls] == [
+        ("a_echo", "ok"),
+        ("a_fail", "tool_error"),
+        ("a_echo", "ok"),
+    ]
+
+
+async def test_a_pre_listed_upstream_that_is_down_fails_its_calls_as_upstream_errors(
+    proxy: ProxyServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    listing = await asyncio.to_thread(server_tools, upstreams["alpha"].url, {})
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/mcp"
+    reg = await proxy.aregister(
+        RegisterRequest(attempt_id="att-down", upstreams={"alpha": Upstream(url=dead, tools=listing)})
+    )
+    try:
+        for mode in ("2026-07-28", "legacy"):  # the relay's connections and the SDK path's lazy client
+            async with proxy_client(reg, mode=mode) as client:
+                failed = await client.call_tool("a_echo", {"x": "1"})
+                assert failed.is_error and "did not answer" in _text(failed)
+    finally:
+        calls = await proxy.aunregister(reg.token)
+    assert [c.outcome for c in calls] == ["upstream_error", "upstream_error"]
 
 
 def test_bad_registrations_are_clear_errors(proxy: ProxyServer, upstreams: dict[str, FakeUpstream]) -> None:
