@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
+import mcp_types as types
 
 from bench.dataset import Benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec
@@ -43,8 +44,6 @@ from sandbox import (
     SandboxGoneError,
     SandboxProvider,
     ToolPolicy,
-    list_all_tools,
-    upstream_client,
 )
 from sandbox.labels import new_id
 from sandbox.proxy.relay import UpstreamPool
@@ -270,8 +269,8 @@ class SessionTable:
         assert live is not None
         if not session.available:
             return {}
-        async with upstream_client(live.url, live.headers) as client:
-            listed = await list_all_tools(client)
+        # What the proxy's tools/list answers, as its registration returned it: not asked again.
+        listed = [types.Tool.model_validate(t) for t in live.registration.listing]
         wanted = set(session.available)
         out: dict[str, dict[str, Any]] = {}
         for tool in listed:
