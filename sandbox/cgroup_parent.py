@@ -1,18 +1,27 @@
-"""tbx's own cgroup parent for attempt containers, with a CPU weight of its own.
+"""tbx's own cgroup parent for attempt containers, with a CPU weight of its own
+(opt-in: `TBX_CGROUP_SHARES=N`).
 
 Why: with Docker's cgroupfs driver every container sits under one group
 (`/docker`), and the kernel weighs that group like a single host process. While
 sets boot, dockerd, containerd, runc and a fuse-overlayfs per container (all
 host processes) are busy, and all containers together, the PostgreSQL and the
 server answering a running attempt's tool call among them, got one host
-process's share of the cores. Under `/tbx` with `PARENT_SHARES`, the containers
-as a group weigh as much as that many host processes; inside it the boot and
-running weights of `sandbox.cpu_weight` still order boots after attempts.
+process's share of the cores; so did they against any other work on the machine.
+Under `/tbx` with N shares, the containers as a group weigh as much as N/1024
+host processes; inside it the boot and running weights of `sandbox.cpu_weight`
+still order boots after attempts.
+
+Off by default, as measured (docs/performance.md, "tbx's cgroup parent"): on a
+machine tbx has to itself, tbx's own process (agent loops, the proxy relaying
+every tool call, the coordinator) is then the host process that loses, and
+throughput fell ~10 % at 8192; with other work competing for the cores, tool
+calls waited a third as long and throughput rose. So it is for a machine tbx
+shares.
 
 Used only where tbx can set it up: a local daemon with the cgroupfs driver and
 a cgroup tree this process may write (root, not a read-only /sys/fs/cgroup).
 Elsewhere (the systemd driver, a remote or rootless daemon) containers keep
-Docker's default parent. `TBX_CGROUP_SHARES=0` turns it off.
+Docker's default parent.
 """
 
 from __future__ import annotations
@@ -32,11 +41,11 @@ __all__ = ["PARENT_SHARES", "SHARES_ENV", "attempt_parent", "parent_shares"]
 log = logging.getLogger(__name__)
 
 SHARES_ENV = "TBX_CGROUP_SHARES"
-PARENT_SHARES = 8192  # eight host processes' weight (docs/performance.md, "tool calls under boots")
+PARENT_SHARES = 0  # off unless asked for (module doc)
 
 
 def parent_shares() -> int:
-    """The parent's cpu.shares (0: no parent of tbx's own)."""
+    """The parent's cpu.shares (0: no parent of tbx's own, Docker's default)."""
     raw = os.environ.get(SHARES_ENV, "").strip()
     if not raw:
         return PARENT_SHARES

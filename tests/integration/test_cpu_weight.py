@@ -11,9 +11,8 @@ import pytest
 
 from bench.dataset import load_benchmark
 from bench.prepare import task_preparation
+from sandbox import cgroup_parent, leftovers, new_id
 from sandbox import labels as lbl
-from sandbox import leftovers, new_id
-from sandbox.cgroup_parent import parent_shares
 from sandbox.cgroups import ROOT, TBX_PARENT, container_dirs
 from sandbox.cpu_weight import BOOT_SHARES, RUNNING_SHARES
 from sandbox.docker_client import docker_client
@@ -77,10 +76,14 @@ def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
 
 
 @pytest.mark.skipif(not CPU.is_dir(), reason="needs cgroup v1's cpu controller at /sys/fs/cgroup/cpu")
-def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(base_images: dict[str, str]) -> None:
+def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(
+    base_images: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Under Docker's /docker all containers together weighed one host process (sandbox.cgroup_parent).
     if docker_client().info().get("CgroupDriver") != "cgroupfs":
         pytest.skip("tbx's cgroup parent is for Docker's cgroupfs driver")
+    monkeypatch.setenv(cgroup_parent.SHARES_ENV, "4096")
+    monkeypatch.setattr(cgroup_parent, "_decided", {})
     bench = load_benchmark(PACK)
     task = next(t for t in bench.tasks if t.domain == "retail")
     request = SandboxRequest(
@@ -101,5 +104,5 @@ def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(base_images: 
         sweep(request.run_id)
     assert parents == {"/" + TBX_PARENT}
     assert {d.parent for d in dirs} == {CPU / TBX_PARENT}
-    assert int((CPU / TBX_PARENT / "cpu.shares").read_text()) == parent_shares()
+    assert int((CPU / TBX_PARENT / "cpu.shares").read_text()) == 4096
     assert leftovers(request.run_id) == ([], [])

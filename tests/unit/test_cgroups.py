@@ -98,6 +98,12 @@ def test_no_parent_off_a_remote_daemon_or_the_systemd_driver(
 
     monkeypatch.setattr(cgroup_parent, "docker_client", Client)
     monkeypatch.delenv(cgroup_parent.SHARES_ENV, raising=False)
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    Client.driver = "cgroupfs"
+    _fresh(monkeypatch)
+    assert cgroup_parent.attempt_parent(tmp_path) is None  # off unless asked for
+    monkeypatch.setenv(cgroup_parent.SHARES_ENV, "8192")
+    Client.driver = "systemd"
     _fresh(monkeypatch)
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
     assert cgroup_parent.attempt_parent(tmp_path) is None
@@ -114,7 +120,7 @@ def test_no_parent_off_a_remote_daemon_or_the_systemd_driver(
 
 def test_a_daemon_away_is_not_decided_for_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cpu").mkdir()
-    answers = [ConnectionError("daemon away"), {"CgroupDriver": "cgroupfs"}]
+    answers: list[Exception | dict[str, str]] = [ConnectionError("daemon away"), {"CgroupDriver": "cgroupfs"}]
 
     class Client:
         def info(self) -> dict[str, str]:
@@ -124,7 +130,7 @@ def test_a_daemon_away_is_not_decided_for_good(tmp_path: Path, monkeypatch: pyte
             return answer
 
     monkeypatch.setattr(cgroup_parent, "docker_client", Client)
-    monkeypatch.delenv(cgroup_parent.SHARES_ENV, raising=False)
+    monkeypatch.setenv(cgroup_parent.SHARES_ENV, "8192")
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     _fresh(monkeypatch)
     assert cgroup_parent.attempt_parent(tmp_path) is None
