@@ -71,6 +71,12 @@ class WatchedProxy(ProxyServer):
         self.tokens.append(registration.token)
         return registration
 
+    async def aregister(self, request: RegisterRequest) -> Registration:
+        # the lifecycle's path: it waits for the proxy's loop without calling `register`
+        registration = await super().aregister(request)
+        self.tokens.append(registration.token)
+        return registration
+
 
 class Approver(list[dict[str, Any]]):
     """The user model's script: each request is an approval question (the agent never
