@@ -69,8 +69,10 @@ testdb:
 	bash scripts/test-postgres.sh start
 
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
+# --maxfail: a broken machine (daemon gone, disk full) fails every test after it, each
+# after its own timeout; stopping at 25 prints the reasons (-rfE) inside CI's time limit.
 test: venv images testdb openenv-client openenv10-client
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider; rc=$$?; \
+	$(BIN)/python -m pytest -q -rfEs --maxfail=25 -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: venv testdb
