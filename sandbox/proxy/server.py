@@ -31,8 +31,12 @@ class ProxyServer:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         admin_port: int | None = None,
         fast_path: bool = True,
+        follow_events: bool = True,
     ):
         self.port = port
+        # Docker's events followed from start(), not from the first registration: sets
+        # booted after that register without a Docker call (see sandbox.proxy.watch).
+        self.follow_events = follow_events
         self.registry = AttemptRegistry(
             lambda: f"http://{HOST}:{self.port}",
             call_timeout=call_timeout,
@@ -91,7 +95,12 @@ class ProxyServer:
             self.admin_token = secrets.token_urlsafe(32)
             served.append((build_admin_app(self.registry, self.admin_token), admin_sock))
         self._host.start(served, on_exit=self.registry.close_all)
+        if self.follow_events:
+            self._host.submit(self._start_watch()).result()
         return self
+
+    async def _start_watch(self) -> None:
+        self.registry.watch()
 
     def close(self) -> None:
         """Unregister every attempt (closing their upstream sessions) and stop. Idempotent."""

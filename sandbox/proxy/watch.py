@@ -4,7 +4,14 @@ network disconnect) reports a loss within milliseconds, and a check of every
 watched container every few seconds (and after the stream reconnects) catches
 what an event stream can miss. A daemon that cannot be asked counts as a loss:
 the proxy cannot tell whether the address it would connect to is still the
-attempt's."""
+attempt's.
+
+The stream also keeps what it saw of every container and network since it
+connected (started, on which networks, gone): a sandbox whose whole life the
+stream saw, and nothing of it lost, is known alive without asking the daemon
+(`known_alive`), which a registration uses instead of a Docker call. A
+reconnect forgets it all (events may have been missed meanwhile): sets started
+before it are checked by asking the daemon again."""
 
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +37,9 @@ log = logging.getLogger(__name__)
 CHECK_EVERY = 3.0  # seconds between full checks (the event stream reports most losses at once)
 RECONNECT_GRACE = 5.0  # seconds the daemon may be unreachable before every sandbox counts as lost
 EVENTS = ["die", "destroy", "disconnect", "pause"]
+# followed too, for `known_alive`: what the stream saw begin
+LIFE_EVENTS = ["start", "create", "connect"]
+REMEMBER_LOSSES = 4096  # containers and networks lost, kept for sets registered after the loss
 
 OnGone = Callable[[str, str], None]  # (watch key, cause)
 
@@ -79,6 +90,22 @@ def check_alive(containers: Mapping[str, str], network: str | None) -> None:
         raise SandboxGoneError(cause)
 
 
+class _Seen:
+    """What the event stream saw since it connected (guarded by the watch's lock)."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()  # containers it saw start and not die, pause or go
+        self.networks: set[str] = set()  # networks (by name) it saw created and not removed
+        self.attached: set[tuple[str, str]] = set()  # (network, container) it saw connect
+        # container id or network name -> what happened to it (also of sets not watched yet)
+        self.lost: OrderedDict[str, str] = OrderedDict()
+
+    def lose(self, what: str, cause: str) -> None:
+        self.lost[what] = cause
+        while len(self.lost) > REMEMBER_LOSSES:
+            self.lost.popitem(last=False)
+
+
 class SandboxWatch:
     """Calls `on_gone(key, cause)` once per watched sandbox that is lost (from its own threads)."""
 
@@ -92,16 +119,45 @@ class SandboxWatch:
         self._stream: Any = None
         self._unknown_since: float | None = None
         self._events_client: docker.DockerClient | None = None
+        self._seen = _Seen()
+        self.following = False  # the event stream is open (what `known_alive` knows is from it)
+
+    def start(self) -> None:
+        """Follow the daemon's events from now on (idempotent; `add` starts it too)."""
+        with self._lock:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        if self._threads:
+            return
+        for target, name in ((self._follow_events, "events"), (self._check_loop, "check")):
+            thread = threading.Thread(target=target, name=f"tbx-proxy-watch-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def known_alive(self, containers: Mapping[str, str], network: str | None) -> bool:
+        """The stream saw every container start (on `network`, when given) and none of it,
+        nor the network, die, pause, leave or go since: `check_alive` would pass. False
+        means unknown (ask the daemon), not lost."""
+        with self._lock:
+            seen = self._seen
+            if any(cid not in seen.running for cid in containers.values()):
+                return False
+            if network is None:
+                return True
+            return network in seen.networks and all(
+                (network, cid) in seen.attached for cid in containers.values()
+            )
 
     def add(self, key: str, containers: Mapping[str, str], network: str | None) -> None:
-        """Start watching (after `check_alive` passed for them)."""
+        """Start watching (after `check_alive` passed for them, or `known_alive`). A loss
+        the stream saw since that check is reported at once."""
         with self._lock:
             self._watched[key] = _Watched(dict(containers), network)
-            if not self._threads:
-                for target, name in ((self._follow_events, "events"), (self._check_loop, "check")):
-                    thread = threading.Thread(target=target, name=f"tbx-proxy-watch-{name}", daemon=True)
-                    thread.start()
-                    self._threads.append(thread)
+            self._start_locked()
+            cause = _earlier_loss(self._seen, containers, network)
+        if cause is not None:
+            self._lost(key, cause)
 
     def discard(self, key: str) -> None:
         with self._lock:
@@ -154,16 +210,22 @@ class SandboxWatch:
             try:
                 # Its own client: the stream holds a connection for as long as it runs.
                 self._events_client = self._events_client or docker.from_env()
+                with self._lock:
+                    self._seen = _Seen()  # what happened before this stream is not known
                 self._stream = self._events_client.events(
-                    decode=True, filters={"type": ["container", "network"], "event": EVENTS}
+                    decode=True, filters={"type": ["container", "network"], "event": EVENTS + LIFE_EVENTS}
                 )
                 unreachable_since = None
+                self.following = True
                 self.check_all()  # whatever happened while the stream was not open
                 for event in self._stream:
                     self._on_event(event)
                     if self._stop.is_set():
                         return
             except Exception as exc:  # the daemon went away (restart) or the stream broke
+                self.following = False
+                with self._lock:
+                    self._seen = _Seen()
                 if self._stop.is_set():
                     return
                 now = time.monotonic()
@@ -184,7 +246,10 @@ class SandboxWatch:
         actor = event.get("Actor") or {}
         attrs = actor.get("Attributes") or {}
         with self._lock:
+            _remember(self._seen, kind, action, actor.get("ID") or "", attrs)
             items = list(self._watched.items())
+        if action not in EVENTS:
+            return
         for key, w in items:
             if kind == "container":
                 for role, cid in w.containers.items():
@@ -198,3 +263,39 @@ class SandboxWatch:
                     self._lost(key, f"sandbox gone: its network {w.network} was removed")
                 elif action == "disconnect" and attrs.get("container") in w.containers.values():
                     self._lost(key, f"sandbox gone: a container left its network {w.network}")
+
+
+def _remember(seen: _Seen, kind: Any, action: str, actor_id: str, attrs: Mapping[str, Any]) -> None:
+    """Keep what one event tells of a container's or network's life (`_Seen`)."""
+    if kind == "container":
+        if action == "start":
+            seen.running.add(actor_id)
+        elif action in ("die", "destroy", "pause"):
+            seen.running.discard(actor_id)
+            seen.lose(actor_id, f"container {attrs.get('name', actor_id[:12])} got a {action} event")
+    elif kind == "network":
+        name, container = attrs.get("name", ""), attrs.get("container", "")
+        if action == "create":
+            seen.networks.add(name)
+            seen.lost.pop(name, None)  # a new network of a removed one's name
+        elif action == "connect":
+            seen.attached.add((name, container))
+        elif action == "disconnect":
+            seen.attached.discard((name, container))
+            seen.lose(f"{name}/{container}", f"a container left its network {name}")
+        elif action == "destroy":
+            seen.networks.discard(name)
+            seen.attached = {a for a in seen.attached if a[0] != name}
+            seen.lose(name, f"its network {name} was removed")
+
+
+def _earlier_loss(seen: _Seen, containers: Mapping[str, str], network: str | None) -> str | None:
+    """A loss of the set the stream saw before it was watched, as the watch reports one."""
+    keys: Iterable[str] = [
+        *containers.values(),
+        *([network, *(f"{network}/{cid}" for cid in containers.values())] if network else []),
+    ]
+    for key in keys:
+        if key in seen.lost:
+            return f"sandbox gone: {seen.lost[key]}"
+    return None

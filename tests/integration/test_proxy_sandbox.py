@@ -335,3 +335,56 @@ def test_tbx_up_exits_when_its_sandbox_vanishes(dataset: Path) -> None:
     assert code == 1, err
     assert "tbx up: sandbox gone: its server-retail container" in err and "Traceback" not in err
     assert leftovers(info["run_id"]) == ([], [])
+
+
+async def test_a_set_booted_under_the_watch_registers_without_asking_docker(
+    bench: Benchmark, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy follows Docker's events from its start: a set it saw boot is registered
+    without a Docker call; one that left its network before registering is refused (the
+    stream saw it leave, so the daemon is asked and names the cause)."""
+    from sandbox.proxy import registry
+
+    asked: list[dict[str, str]] = []
+    real_check = registry.check_alive
+
+    def counted(containers: dict[str, str], network: str | None) -> None:
+        asked.append(dict(containers))
+        real_check(containers, network)
+
+    monkeypatch.setattr(registry, "check_alive", counted)
+    task = bench.task(RETAIL)
+    run_id = f"test-proxy-seen-{uuid.uuid4().hex[:8]}"
+    try:
+        with ProxyServer() as proxy:
+            deadline = time.monotonic() + 10
+            while not proxy.registry.watch().following:
+                assert time.monotonic() < deadline, "the proxy's watch did not open Docker's event stream"
+                time.sleep(0.05)
+            with Sandbox(sandbox_request(bench, task, typesense=False, run_id=run_id)) as sb:
+                assert sb.handle is not None and sb.handle.network is not None
+                request = RegisterRequest.for_sandbox(sb.handle, task_tool_policy(bench, task))
+                deadline = time.monotonic() + 10  # the stream's events arrive a little after the boot
+                while not proxy.registry.watch().known_alive(request.containers, request.network):
+                    assert time.monotonic() < deadline, "the watch did not see the set boot"
+                    time.sleep(0.05)
+                reg = proxy.register(request)
+                assert asked == []
+                order_id = _rows(sb, "retail", ORDERS)[0]["id"]
+                async with proxy_client(reg) as client:
+                    call = await client.call_tool("get_order", {"order_id": order_id})
+                assert not call.is_error, _text(call)
+                proxy.unregister(reg.token)
+
+                server = sb.handle.containers["server-retail"]
+                docker_client().networks.get(sb.handle.network).disconnect(server)
+                deadline = time.monotonic() + 10
+                while proxy.registry.watch().known_alive(request.containers, request.network):
+                    assert time.monotonic() < deadline, "the watch did not see the container leave"
+                    time.sleep(0.05)
+                with pytest.raises(SandboxGoneError, match="left network"):
+                    proxy.register(request)
+                assert asked == [request.containers]
+    finally:
+        sweep(run=run_id)
+    assert leftovers(run_id) == ([], [])
