@@ -61,7 +61,6 @@ from bench.rollout.conversation import (
     single_exception,
 )
 from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt, prompt_setup
-from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
@@ -316,7 +315,7 @@ class Episode:
         # What the proxy's tools/list answers, as its registration returned it: not asked again.
         assert self._live_attempt is not None
         listed = self._live_attempt.registration.listing
-        tools = apply_overrides([mcp_tool_to_openai(x) for x in listed], scenario.tools)
+        tools = host.offered_tools(task, listed)
         run.tools_offered = [x["function"]["name"] for x in tools]
         run.add_user(UserTurn(index=0, source="query", text=task.query))
         self._deadline = time.monotonic() + host.opts.wall_clock

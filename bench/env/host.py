@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
+from bench.rollout.tools import apply_overrides, mcp_tool_to_openai
 from bench.run.attempt import AttemptSpec, attempt_spec
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
@@ -48,6 +50,9 @@ AGENT_NAME = "openenv"  # the `agent` of result rows and the manifest
 BRING_UP_RETRY = 2.0  # seconds between start-up attempts while Docker or images are missing
 WARM_TOTAL = 2  # sandboxes kept ready in all, by default (at most max_episodes), shared by domain
 PLAN_AHEAD = 10_000  # planned checkouts per served domain (lazy preparers: cheap to hold)
+# Served tasks (in list order) whose cached golden states are loaded at start-up; beyond
+# that a long training list's are loaded by their first episode (memory, not speed).
+GOLDEN_PRELOAD = 512
 # Seconds from a hand-over to its replacement's boot: a group's resets (G at once) finish
 # before the G replacements' boots take the process's CPU (SandboxPool.refill_delay).
 REFILL_DELAY = 1.0
@@ -80,6 +85,14 @@ class EnvOptions(BaseModel):
     run_name: str | None = None
 
 
+def _with_preparation(build: Callable[[], AttemptSpec]) -> AttemptSpec:
+    """`build()`'s spec with its sandbox preparation made (rows typed, fingerprint taken),
+    so the copies for episodes share it instead of each making its own at reset."""
+    spec = build()
+    spec.preparation().fingerprint()
+    return spec
+
+
 class EnvHost:
     def __init__(self, bench: Benchmark, config: ModelsConfig, tasks: list[Task], opts: EnvOptions):
         self.bench = bench
@@ -107,6 +120,7 @@ class EnvHost:
         self._repeats: dict[str, set[int]] = {}  # task -> repeats recorded or handed out
         # see attempt_spec: one build per task, shared by the resets that wait for it
         self._specs: dict[tuple[str, tuple[tuple[str, str], ...]], asyncio.Future[AttemptSpec]] = {}
+        self._offered: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}  # offered_tools
         self._bring_up: asyncio.Task[None] | None = None
         self.config_problems = self._check_config()
 
@@ -174,10 +188,14 @@ class EnvHost:
                         SandboxRequest(domains=[domain], limits=self.limits, run_id=self.run_id)
                     )
                 self.bring_up_error = None
-                # The served tasks' specs, built while the spares boot (a reset then only copies one).
-                for task in self.tasks.values():
+                # The served tasks' specs, built while the spares boot (a reset then only copies
+                # one), and their cached golden states loaded (a reset's grading then waits for
+                # none, and the resets of the first group do not load them at once).
+                for i, task in enumerate(self.tasks.values()):
                     with contextlib.suppress(Exception):  # a reset of it meets the error itself
                         await self.attempt_spec(task, 0, "ahead")
+                        if i < GOLDEN_PRELOAD:
+                            await self.golden.preload(task)
                 return
             except (BundleChanged, ImageMissingError) as exc:  # waiting cannot cure these
                 self.fatal = str(exc)
@@ -271,7 +289,7 @@ class EnvHost:
                 limits=self.limits,
                 brief=False,
             )
-            building = self._specs[key] = asyncio.ensure_future(asyncio.to_thread(build))
+            building = self._specs[key] = asyncio.ensure_future(asyncio.to_thread(_with_preparation, build))
         try:
             template = await asyncio.shield(building)
         except Exception:
@@ -279,6 +297,18 @@ class EnvHost:
                 del self._specs[key]  # the next reset tries again (and meets the error itself)
             raise
         return template.model_copy(update={"attempt_id": attempt_id, "repeat": repeat})
+
+    def offered_tools(self, task: Task, listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tools a reset of `task` shows (OpenAI function form, the scenario's overrides
+        applied) for its registration's `listing`: built once per task and listing, which
+        every sandbox of the same images shares. Read only: episodes share the list."""
+        cached = self._offered.get(task.id)
+        if cached is None or cached[0] != listing:
+            tools = apply_overrides(
+                [mcp_tool_to_openai(x) for x in listing], self.bench.scenario_of(task).tools
+            )
+            cached = self._offered[task.id] = (listing, tools)
+        return cached[1]
 
     def next_repeat(self, task: Task, wanted: int | None) -> int:
         """`wanted` unless it is recorded or handed out already (refused: a repeat is one

@@ -189,6 +189,7 @@ class GoldenStore:
         self.run_id = run_id
         self._locks: dict[str, asyncio.Lock] = {}
         self._memory: dict[str, GoldenState] = {}
+        self._keys: dict[str, str] = {}  # task id -> key (the benchmark and the image do not change)
         self.replays = 0  # golden replays this store ran
 
     def image_id(self) -> str:
@@ -199,9 +200,13 @@ class GoldenStore:
         return self._image_id
 
     def key(self, task: Task) -> str:
-        return golden_key(
-            task, self.bench.golden_calls(task), initial_state(self.bench, task), self.image_id()
-        )
+        # Asked at every attempt's start; building the seed rows and hashing them is not free.
+        key = self._keys.get(task.id)
+        if key is None:
+            key = self._keys[task.id] = golden_key(
+                task, self.bench.golden_calls(task), initial_state(self.bench, task), self.image_id()
+            )
+        return key
 
     def path(self, key: str) -> Path:
         return self.cache_dir / image_dir(self.image_id()) / key[:2] / f"{key}.json.gz"
@@ -232,6 +237,17 @@ class GoldenStore:
                 await asyncio.to_thread(self.save, golden)
             self._memory[key] = golden
             return golden
+
+    async def preload(self, task: Task) -> bool:
+        """Hold `task`'s golden state in memory if the cache has it (no replay): a server
+        loads them before its first attempts instead of during them. False: not cached."""
+        key = await asyncio.to_thread(self.key, task)
+        if key not in self._memory:
+            golden = await asyncio.to_thread(self.load, key)
+            if golden is None:
+                return False
+            self._memory.setdefault(key, golden)
+        return True
 
     async def _compute(self, task: Task, key: str) -> GoldenState:
         self.replays += 1
