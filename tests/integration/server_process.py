@@ -13,6 +13,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+STOP_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+
+
+def default_stop_signals() -> None:
+    """A child's stop signals at their defaults (a `preexec_fn`): tbx keeps a signal its
+    parent ignored (`nohup`'s SIGHUP, `cmd &`'s SIGINT), so a test of how tbx stops must
+    not inherit what the test runner was started with (pytest under `nohup`)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from server_process import default_stop_signals
 
 from bench.run.results import read_rows
 
@@ -105,6 +106,7 @@ def _signal_after_first_row(args: list[str], results: Path, sig: int) -> subproc
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_stop_signals,
     )
     deadline = time.monotonic() + 480
     try:

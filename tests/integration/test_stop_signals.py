@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from server_process import default_stop_signals
 
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
@@ -162,6 +163,7 @@ def start(mode: str, args: list[str]) -> Started:
     if mode == "terminal":
         pid, fd = pty.fork()
         if pid == 0:  # child: session leader with the pty as its controlling terminal
+            default_stop_signals()
             os.chdir(REPO)
             os.execvpe(cmd[0], cmd, env)
         return Started(mode, None, pid, marker, master_fd=fd)
@@ -177,7 +179,15 @@ def start(mode: str, args: list[str]) -> Started:
         wrapper = ["timeout", "-s", "TERM", "900", *cmd]
     else:
         raise ValueError(mode)
-    popen = subprocess.Popen(wrapper, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # The wrapper sets what its mode sets (`nohup`: SIGHUP ignored; `&`: SIGINT, SIGQUIT).
+    popen = subprocess.Popen(
+        wrapper,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=default_stop_signals,
+    )
     return Started(mode, popen, popen.pid, marker)
 
 
