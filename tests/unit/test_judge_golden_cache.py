@@ -103,6 +103,22 @@ async def test_cache_replays_once_and_invalidates(
     assert len(fake.calls) == 3 and reseeded.key not in (first.key, rebuilt.key)
 
 
+async def test_preload_holds_what_the_cache_has_and_replays_nothing(
+    bench: Benchmark, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeReplay(dataset)
+    monkeypatch.setattr(replay_mod, "replay_task", fake)
+    task = bench.task(TASK)
+    cold = GoldenStore(bench, tmp_path, image_id="i")
+    assert await cold.preload(task) is False and fake.calls == []  # not cached: no replay
+    computed = await cold.get(task)
+
+    store = GoldenStore(bench, tmp_path, image_id="i")
+    assert await store.preload(task) is True
+    store.path(computed.key).unlink()  # what get() returns now comes from memory
+    assert (await store.get(task)) == computed and fake.calls == [TASK]
+
+
 async def test_unreadable_cache_file_is_recomputed(
     bench: Benchmark, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
