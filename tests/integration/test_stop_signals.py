@@ -52,6 +52,8 @@ class Started:
     marker: str
     master_fd: int | None = None
     output: list[str] = field(default_factory=list)
+    # tbx processes seen running (their labels find what they made once they are gone)
+    seen: set[int] = field(default_factory=set)
 
     def poll(self) -> int | None:
         if self.popen is not None:
@@ -207,6 +209,7 @@ def wait_until(s: Started, ready: Callable[[Started], bool], timeout: float) -> 
         if s.poll() is not None:
             pytest.fail(f"{s.mode}: exited before it was ready ({s.poll()}): {s.text[-3000:]}")
         if ready(s):
+            s.seen.update(tbx_pids(s.marker))
             return
         s.read_some(0.2)
     pytest.fail(f"{s.mode}: not ready within {timeout}s: {s.text[-3000:]}")
@@ -227,15 +230,22 @@ def started() -> Iterator[list[Started]]:
     procs: list[Started] = []
     yield procs
     for s in procs:
-        pids = tbx_pids(s.marker)
+        pids = s.seen | set(tbx_pids(s.marker))
         s.kill()
         for pid in pids:
-            for c in docker_client().containers.list(
-                all=True, filters={"label": f"{lbl.OWNER_PID}={pid}"}, ignore_removed=True
-            ):
-                run = c.labels.get(lbl.RUN)
-                if run:
-                    sweep(run=run)
+            # Networks too: a process stopped mid-teardown (the second signal) may have
+            # removed a set's containers but not yet its network.
+            for run in {labels.get(lbl.RUN) for labels in owned_labels(pid)} - {None}:
+                sweep(run=run)
+
+
+def owned_labels(pid: int) -> list[dict[str, str]]:
+    """The labels of every container and network process `pid` made."""
+    owner = {"label": f"{lbl.OWNER_PID}={pid}"}
+    client = docker_client()
+    containers = client.containers.list(all=True, filters=owner, ignore_removed=True)
+    networks = client.networks.list(filters=owner)
+    return [c.labels for c in containers] + [n.attrs.get("Labels") or {} for n in networks]
 
 
 def has_containers(s: Started) -> bool:
@@ -385,8 +395,5 @@ def test_second_signal_exits_at_once_leaving_only_labelled_items(
     # signal during interpreter shutdown, where Python restores default handlers.
     assert code in (128 + signal.SIGTERM, -signal.SIGTERM), s.text[-2000:]
     # Whatever is left carries the run's labels, so the next start's sweep finds it.
-    client = docker_client()
-    for c in client.containers.list(
-        all=True, filters={"label": f"{lbl.OWNER_PID}={target}"}, ignore_removed=True
-    ):
-        assert c.labels.get(lbl.RUN) and c.labels.get(lbl.ATTEMPT), c.name
+    for labels in owned_labels(target):
+        assert labels.get(lbl.RUN) and labels.get(lbl.ATTEMPT), labels
