@@ -222,6 +222,19 @@ class GoldenStore:
         atomic_write(self.path(golden.key), gzip.compress(golden.model_dump_json().encode(), mtime=0))
 
     async def get(self, task: Task) -> GoldenState:
+        golden = await self._get(task, replay=self.allow_replay)
+        if golden is None:
+            raise GoldenNotCached(f"golden state of {task.id} is not cached in {self.cache_dir}")
+        return golden
+
+    async def preload(self, task: Task) -> bool:
+        """Hold `task`'s golden state in memory if the cache has it (no replay): a server
+        loads them before its first attempts instead of during them. False: not cached."""
+        return await self._get(task, replay=False) is not None
+
+    async def _get(self, task: Task, *, replay: bool) -> GoldenState | None:
+        """From memory, else the cache (one load per key at a time), else a replay if
+        `replay`; None when none of them has it."""
         key = await asyncio.to_thread(self.key, task)
         if key in self._memory:
             return self._memory[key]
@@ -231,23 +244,12 @@ class GoldenStore:
                 return self._memory[key]
             golden = await asyncio.to_thread(self.load, key)
             if golden is None:
-                if not self.allow_replay:
-                    raise GoldenNotCached(f"golden state of {task.id} is not cached in {self.cache_dir}")
+                if not replay:
+                    return None
                 golden = await self._compute(task, key)
                 await asyncio.to_thread(self.save, golden)
             self._memory[key] = golden
             return golden
-
-    async def preload(self, task: Task) -> bool:
-        """Hold `task`'s golden state in memory if the cache has it (no replay): a server
-        loads them before its first attempts instead of during them. False: not cached."""
-        key = await asyncio.to_thread(self.key, task)
-        if key not in self._memory:
-            golden = await asyncio.to_thread(self.load, key)
-            if golden is None:
-                return False
-            self._memory.setdefault(key, golden)
-        return True
 
     async def _compute(self, task: Task, key: str) -> GoldenState:
         self.replays += 1

@@ -122,19 +122,19 @@ class AttemptRegistry:
             reserved = [t for t in policy.allowed_tools if t.startswith(RESERVED_PREFIX)]
             if reserved:
                 raise ProxyError(f"attempt {attempt_id}: reserved tools cannot be allow-listed: {reserved}")
-        loop = asyncio.get_running_loop()
         # Connect only to a sandbox known alive; from here on the watch reports a loss.
         # A set whose whole life the watch's event stream saw needs no Docker call.
-        if request.containers and not self.watch(loop).known_alive(request.containers, request.network):
+        if request.containers and not self.watch().known_alive(request.containers, request.network):
             await asyncio.to_thread(check_alive, request.containers, request.network)
         token = secrets.token_urlsafe(32)
         attempt = RegisteredAttempt(attempt_id, _digest(token), request.call_timeout or self.call_timeout)
+        loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         attempt.task = asyncio.create_task(self._attempt_lifetime(attempt, request.upstreams, policy, ready))
         await asyncio.shield(ready)
         self._attempts[attempt.token_digest] = attempt
         if request.containers:
-            self.watch(loop).add(attempt.token_digest, request.containers, request.network)
+            self.watch().add(attempt.token_digest, request.containers, request.network)
         base = self.base_url()
         return Registration(
             attempt_id=attempt_id,
@@ -145,11 +145,11 @@ class AttemptRegistry:
             listing=[tool_json(r.tool) for r in attempt.routes.values()],
         )
 
-    def watch(self, loop: asyncio.AbstractEventLoop | None = None) -> SandboxWatch:
+    def watch(self) -> SandboxWatch:
         """The watch of the registered sandboxes, following Docker's events from its first use
-        (call on the proxy's loop: losses are marked there)."""
+        (made on the proxy's loop: losses are marked there)."""
         if self._watch is None:
-            self._watch = SandboxWatch(self.watch_callback(loop or asyncio.get_running_loop()))
+            self._watch = SandboxWatch(self.watch_callback(asyncio.get_running_loop()))
             self._watch.start()
         return self._watch
 
