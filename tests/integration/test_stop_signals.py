@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,21 +136,27 @@ def tbx_pids(marker: str) -> list[int]:
     return pids
 
 
-def owned(marker: str, pids: list[int] | None = None) -> tuple[list[str], list[str]]:
-    """Containers and networks whose owner label is one of the marked tbx processes."""
-    wanted = {str(p) for p in (pids if pids is not None else tbx_pids(marker))}
+def owned_labels(pids: Iterable[int]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Name -> labels of the containers and of the networks whose owner is one of `pids`."""
+    wanted = {str(p) for p in pids}
     client = docker_client()
-    containers = [
-        c.name
+    containers = {
+        c.name: c.labels
         for c in client.containers.list(all=True, filters={"label": lbl.OWNER_PID}, ignore_removed=True)
         if c.labels.get(lbl.OWNER_PID) in wanted
-    ]
-    networks = [
-        n.name
+    }
+    networks = {
+        n.name: n.attrs["Labels"]
         for n in client.networks.list(filters={"label": lbl.OWNER_PID})
         if n.attrs["Labels"].get(lbl.OWNER_PID) in wanted
-    ]
+    }
     return containers, networks
+
+
+def owned(marker: str, pids: list[int] | None = None) -> tuple[list[str], list[str]]:
+    """Containers and networks whose owner label is one of the marked tbx processes."""
+    containers, networks = owned_labels(pids if pids is not None else tbx_pids(marker))
+    return list(containers), list(networks)
 
 
 def start(mode: str, args: list[str]) -> Started:
@@ -232,20 +238,11 @@ def started() -> Iterator[list[Started]]:
     for s in procs:
         pids = s.seen | set(tbx_pids(s.marker))
         s.kill()
-        for pid in pids:
-            # Networks too: a process stopped mid-teardown (the second signal) may have
-            # removed a set's containers but not yet its network.
-            for run in {labels.get(lbl.RUN) for labels in owned_labels(pid)} - {None}:
-                sweep(run=run)
-
-
-def owned_labels(pid: int) -> list[dict[str, str]]:
-    """The labels of every container and network process `pid` made."""
-    owner = {"label": f"{lbl.OWNER_PID}={pid}"}
-    client = docker_client()
-    containers = client.containers.list(all=True, filters=owner, ignore_removed=True)
-    networks = client.networks.list(filters=owner)
-    return [c.labels for c in containers] + [n.attrs.get("Labels") or {} for n in networks]
+        # Networks too: a process stopped mid-teardown (the second signal) may have
+        # removed a set's containers but not yet its network.
+        containers, networks = owned_labels(pids)
+        for run in {labels.get(lbl.RUN) for labels in [*containers.values(), *networks.values()]} - {None}:
+            sweep(run=run)
 
 
 def has_containers(s: Started) -> bool:
@@ -395,5 +392,6 @@ def test_second_signal_exits_at_once_leaving_only_labelled_items(
     # signal during interpreter shutdown, where Python restores default handlers.
     assert code in (128 + signal.SIGTERM, -signal.SIGTERM), s.text[-2000:]
     # Whatever is left carries the run's labels, so the next start's sweep finds it.
-    for labels in owned_labels(target):
-        assert labels.get(lbl.RUN) and labels.get(lbl.ATTEMPT), labels
+    containers, networks = owned_labels([target])
+    for name, labels in {**containers, **networks}.items():
+        assert labels.get(lbl.RUN) and labels.get(lbl.ATTEMPT), name

@@ -65,11 +65,17 @@ class FakeReplay:
         return ReplayOutcome(task_id=task.id, initial_state=initial, final_state=final, calls=records)
 
 
+@pytest.fixture
+def fake(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> FakeReplay:
+    """The replay, replaced by a counter serving the reference's golden state."""
+    replay = FakeReplay(dataset)
+    monkeypatch.setattr(replay_mod, "replay_task", replay)
+    return replay
+
+
 async def test_cache_replays_once_and_invalidates(
-    bench: Benchmark, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bench: Benchmark, fake: FakeReplay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = FakeReplay(dataset)
-    monkeypatch.setattr(replay_mod, "replay_task", fake)
     task = bench.task(TASK)
 
     store = GoldenStore(bench, tmp_path, image_id="sha256:img-1")
@@ -104,10 +110,8 @@ async def test_cache_replays_once_and_invalidates(
 
 
 async def test_preload_holds_what_the_cache_has_and_replays_nothing(
-    bench: Benchmark, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bench: Benchmark, fake: FakeReplay, tmp_path: Path
 ) -> None:
-    fake = FakeReplay(dataset)
-    monkeypatch.setattr(replay_mod, "replay_task", fake)
     task = bench.task(TASK)
     cold = GoldenStore(bench, tmp_path, image_id="i")
     assert await cold.preload(task) is False and fake.calls == []  # not cached: no replay
@@ -120,10 +124,8 @@ async def test_preload_holds_what_the_cache_has_and_replays_nothing(
 
 
 async def test_unreadable_cache_file_is_recomputed(
-    bench: Benchmark, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bench: Benchmark, fake: FakeReplay, tmp_path: Path
 ) -> None:
-    fake = FakeReplay(dataset)
-    monkeypatch.setattr(replay_mod, "replay_task", fake)
     task = bench.task(TASK)
     g = await GoldenStore(bench, tmp_path, image_id="i").get(task)
     GoldenStore(bench, tmp_path, image_id="i").path(g.key).write_bytes(b"not gzip")
