@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -115,12 +116,16 @@ class SandboxWatch:
         self._watched: dict[str, _Watched] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._check_now = threading.Event()  # the stream (re)connected: check without waiting
         self._threads: list[threading.Thread] = []
         self._stream: Any = None
         self._unknown_since: float | None = None
         self._events_client: docker.DockerClient | None = None
         self._seen = _Seen()
         self.following = False  # the event stream is open (what `known_alive` knows is from it)
+        # (watch key, role, container id, name, action) of watched containers an event told
+        # of, described (a Docker call) off the stream's thread: see _follow_events
+        self._to_describe: queue.SimpleQueue[tuple[str, str, str, str, str] | None] = queue.SimpleQueue()
 
     def start(self) -> None:
         """Follow the daemon's events from now on (idempotent; `add` starts it too)."""
@@ -130,7 +135,11 @@ class SandboxWatch:
     def _start_locked(self) -> None:
         if self._threads:
             return
-        for target, name in ((self._follow_events, "events"), (self._check_loop, "check")):
+        for target, name in (
+            (self._follow_events, "events"),
+            (self._check_loop, "check"),
+            (self._describe_loop, "fate"),
+        ):
             thread = threading.Thread(target=target, name=f"tbx-proxy-watch-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -165,9 +174,9 @@ class SandboxWatch:
 
     def close(self) -> None:
         self._stop.set()
-        with contextlib.suppress(Exception):
-            if self._stream is not None:
-                self._stream.close()
+        self._check_now.set()
+        self._to_describe.put(None)
+        self._close_stream()
         for thread in self._threads:
             thread.join(timeout=2)
         if self._events_client is not None:
@@ -201,39 +210,73 @@ class SandboxWatch:
                 self._lost(key, cause)
 
     def _check_loop(self) -> None:
-        while not self._stop.wait(self.check_every):
+        while True:
+            self._check_now.wait(self.check_every)
+            self._check_now.clear()
+            if self._stop.is_set():
+                return
             self.check_all()
 
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
     def _follow_events(self) -> None:
+        """Read the stream for as long as the watch runs, never blocking on anything
+        else: the daemon gives every subscriber a bounded buffer and, once it is full,
+        waits up to 100 ms per event for it, for every event of every client. A
+        reader that stalls (a Docker call of its own on a slow daemon) slows the
+        whole daemon down, and with it the calls the reader waits for."""
         unreachable_since: float | None = None
-        while not self._stop.is_set():
-            try:
-                # Its own client: the stream holds a connection for as long as it runs.
-                self._events_client = self._events_client or docker.from_env()
-                with self._lock:
-                    self._seen = _Seen()  # what happened before this stream is not known
-                self._stream = self._events_client.events(
-                    decode=True, filters={"type": ["container", "network"], "event": EVENTS + LIFE_EVENTS}
-                )
-                unreachable_since = None
-                self.following = True
-                self.check_all()  # whatever happened while the stream was not open
-                for event in self._stream:
-                    self._on_event(event)
+        try:
+            while not self._stop.is_set():
+                try:
+                    # Its own client: the stream holds a connection for as long as it runs.
+                    self._events_client = self._events_client or docker.from_env()
+                    with self._lock:
+                        self._seen = _Seen()  # what happened before this stream is not known
+                    self._stream = self._events_client.events(
+                        decode=True,
+                        filters={"type": ["container", "network"], "event": EVENTS + LIFE_EVENTS},
+                    )
+                    if self._stop.is_set():  # closed while the stream was being opened
+                        return
+                    unreachable_since = None
+                    self.following = True
+                    self._check_now.set()  # whatever happened while the stream was not open
+                    for event in self._stream:
+                        if self._stop.is_set():
+                            return
+                        self._on_event(event)
+                except Exception as exc:  # the daemon went away (restart) or the stream broke
+                    self.following = False
+                    with self._lock:
+                        self._seen = _Seen()
                     if self._stop.is_set():
                         return
-            except Exception as exc:  # the daemon went away (restart) or the stream broke
-                self.following = False
-                with self._lock:
-                    self._seen = _Seen()
-                if self._stop.is_set():
-                    return
-                now = time.monotonic()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since >= RECONNECT_GRACE:
-                    self._all_lost(f"sandbox state unknown: lost the Docker daemon's event stream ({exc!r})")
-                    unreachable_since = None
-            self._stop.wait(0.5)
+                    now = time.monotonic()
+                    unreachable_since = unreachable_since or now
+                    if now - unreachable_since >= RECONNECT_GRACE:
+                        self._all_lost(
+                            f"sandbox state unknown: lost the Docker daemon's event stream ({exc!r})"
+                        )
+                        unreachable_since = None
+                self._close_stream()
+                self._stop.wait(0.5)
+        finally:
+            self.following = False
+            self._close_stream()  # an open stream nobody reads would hold the daemon back
+
+    def _describe_loop(self) -> None:
+        while (item := self._to_describe.get()) is not None:
+            key, role, cid, name, action = item
+            with self._lock:
+                if key not in self._watched:
+                    continue  # reported already (another container of the set, the check)
+            told = lost_container({role: cid}) or f"its {role} container {name} got a {action} event"
+            self._lost(key, f"sandbox gone: {told}")
 
     def _all_lost(self, cause: str) -> None:
         with self._lock:
@@ -254,10 +297,7 @@ class SandboxWatch:
             if kind == "container":
                 for role, cid in w.containers.items():
                     if actor.get("ID") == cid:
-                        told = lost_container({role: cid})
-                        name = attrs.get("name", cid[:12])
-                        told = told or f"its {role} container {name} got a {action} event"
-                        self._lost(key, f"sandbox gone: {told}")
+                        self._to_describe.put((key, role, cid, attrs.get("name", cid[:12]), action))
             elif kind == "network" and w.network is not None and attrs.get("name") == w.network:
                 if action == "destroy":
                     self._lost(key, f"sandbox gone: its network {w.network} was removed")
