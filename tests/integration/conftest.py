@@ -25,6 +25,7 @@ from typing import Any
 import docker
 import docker.errors
 import pytest
+from daemon_probe import UNANSWERED_BEFORE_STOP, daemon_state, unanswered
 
 from bench.prepare import seeded_request
 from sandbox import labels as lbl
@@ -59,6 +60,29 @@ LISTEN = (
     "    c, _ = s.accept()\n"
     "    c.close()\n"
 )
+
+
+_unanswered: list[str] = []  # the failed tests after which the daemon did not answer
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """After a Docker test fails, ask the daemon: one that no longer answers is reported
+    with what it is doing, and stops the session (daemon_probe)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed or item.get_closest_marker("docker") is None:
+        return
+    why = unanswered()
+    if why is None:
+        return
+    _unanswered.append(item.nodeid)
+    report.sections.append(("Docker daemon not answering", f"{why}\n{daemon_state()}"))
+    if len(_unanswered) >= UNANSWERED_BEFORE_STOP:
+        item.session.shouldstop = (
+            f"the Docker daemon stopped answering (after {', '.join(_unanswered)}): {why}; "
+            "every later test would fail on its own timeout (see 'Docker daemon not answering' above)"
+        )
 
 
 @pytest.fixture(scope="session")
