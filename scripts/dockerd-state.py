@@ -5,6 +5,7 @@
 
 Prints, each step bounded in time so that a daemon that no longer answers still
 gets a report:
+- the machine: load, memory available, free space where Docker and tests write;
 - how long `GET /_ping` and `GET /info` take, and the daemon's count of event
   subscribers (`NEventsListener`): a subscriber that stopped reading makes the
   daemon wait up to 100 ms per event for it, for every event of every client;
@@ -157,11 +158,30 @@ def goroutines(pidfile: str) -> None:
         print(f"  {n:5d}  {where[:160]}")
 
 
+def machine() -> None:
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    avail = "?"
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                avail = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    free = []
+    for path in ("/var/lib/docker", "/tmp", "/"):
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            continue
+        free.append(f"{path} {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free")
+    print(f"machine: load {load}, memory available {avail}, {', '.join(free)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pidfile", default="/var/run/docker.pid")
     ap.add_argument("--socket", default="/var/run/docker.sock")
     args = ap.parse_args()
+    machine()
     api_report(args.socket)
     socket_clients(args.socket)
     goroutines(args.pidfile)

@@ -68,6 +68,7 @@ def test_the_probe_asks_the_sessions_daemon_not_a_tests(
 
 def test_the_report_names_subscribers_connections_and_goroutines() -> None:
     report = daemon_state()
+    assert "machine: load" in report and "GiB free" in report
     assert "GET /_ping:" in report
     assert "event subscribers" in report
     assert "connections to /var/run/docker.sock:" in report
