@@ -46,6 +46,20 @@ OnGone = Callable[[str, str], None]  # (watch key, cause)
 
 
 @dataclass(frozen=True)
+class _Loss:
+    """A loss of a watched set an event told of, reported in the order of the events
+    (the first names the cause: a killed container's die comes before its disconnect).
+    A container's is described by asking the daemon (exit code, OOM kill) first."""
+
+    key: str
+    cause: str = ""  # as told, when there is nothing to ask
+    role: str = ""
+    container: str = ""  # the id to describe
+    name: str = ""
+    action: str = ""
+
+
+@dataclass(frozen=True)
 class _Watched:
     containers: dict[str, str]  # role -> id
     network: str | None
@@ -123,9 +137,9 @@ class SandboxWatch:
         self._events_client: docker.DockerClient | None = None
         self._seen = _Seen()
         self.following = False  # the event stream is open (what `known_alive` knows is from it)
-        # (watch key, role, container id, name, action) of watched containers an event told
-        # of, described (a Docker call) off the stream's thread: see _follow_events
-        self._to_describe: queue.SimpleQueue[tuple[str, str, str, str, str] | None] = queue.SimpleQueue()
+        # the losses events told of, reported (a Docker call for a container's) off the
+        # stream's thread: see _follow_events
+        self._losses: queue.SimpleQueue[_Loss | None] = queue.SimpleQueue()
 
     def start(self) -> None:
         """Follow the daemon's events from now on (idempotent; `add` starts it too)."""
@@ -138,7 +152,7 @@ class SandboxWatch:
         for target, name in (
             (self._follow_events, "events"),
             (self._check_loop, "check"),
-            (self._describe_loop, "fate"),
+            (self._report_losses, "fate"),
         ):
             thread = threading.Thread(target=target, name=f"tbx-proxy-watch-{name}", daemon=True)
             thread.start()
@@ -175,7 +189,7 @@ class SandboxWatch:
     def close(self) -> None:
         self._stop.set()
         self._check_now.set()
-        self._to_describe.put(None)
+        self._losses.put(None)
         self._close_stream()
         for thread in self._threads:
             thread.join(timeout=2)
@@ -269,14 +283,17 @@ class SandboxWatch:
             self.following = False
             self._close_stream()  # an open stream nobody reads would hold the daemon back
 
-    def _describe_loop(self) -> None:
-        while (item := self._to_describe.get()) is not None:
-            key, role, cid, name, action = item
+    def _report_losses(self) -> None:
+        while (loss := self._losses.get()) is not None:
             with self._lock:
-                if key not in self._watched:
-                    continue  # reported already (another container of the set, the check)
-            told = lost_container({role: cid}) or f"its {role} container {name} got a {action} event"
-            self._lost(key, f"sandbox gone: {told}")
+                if loss.key not in self._watched:
+                    continue  # reported already (an earlier event of the set, the check)
+            if loss.container:
+                told = lost_container({loss.role: loss.container})
+                told = told or f"its {loss.role} container {loss.name} got a {loss.action} event"
+                self._lost(loss.key, f"sandbox gone: {told}")
+            else:
+                self._lost(loss.key, loss.cause)
 
     def _all_lost(self, cause: str) -> None:
         with self._lock:
@@ -297,12 +314,13 @@ class SandboxWatch:
             if kind == "container":
                 for role, cid in w.containers.items():
                     if actor.get("ID") == cid:
-                        self._to_describe.put((key, role, cid, attrs.get("name", cid[:12]), action))
+                        name = attrs.get("name", cid[:12])
+                        self._losses.put(_Loss(key, role=role, container=cid, name=name, action=action))
             elif kind == "network" and w.network is not None and attrs.get("name") == w.network:
                 if action == "destroy":
-                    self._lost(key, f"sandbox gone: its network {w.network} was removed")
+                    self._losses.put(_Loss(key, f"sandbox gone: its network {w.network} was removed"))
                 elif action == "disconnect" and attrs.get("container") in w.containers.values():
-                    self._lost(key, f"sandbox gone: a container left its network {w.network}")
+                    self._losses.put(_Loss(key, f"sandbox gone: a container left its network {w.network}"))
 
 
 def _remember(seen: _Seen, kind: Any, action: str, actor_id: str, attrs: Mapping[str, Any]) -> None:

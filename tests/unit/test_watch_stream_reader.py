@@ -205,3 +205,38 @@ def test_a_slow_full_check_does_not_hold_the_reader(
     finally:
         release.set()
         watch.close()
+
+
+def test_the_first_event_of_a_loss_names_it_even_while_it_is_being_described(
+    client: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed container's die comes before its network disconnect: the report names the
+    container (from the daemon) although the disconnect was read while it was asked."""
+    release = threading.Event()
+
+    def slow_lost_container(containers: dict[str, str], client: Any = None) -> str:
+        release.wait(10)
+        return "its postgres container exited with code 137 (killed: SIGKILL)"
+
+    monkeypatch.setattr(watch_mod, "lost_container", slow_lost_container)
+    gone: list[tuple[str, str]] = []
+    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
+    watch.add("k1", SET, NET)
+    try:
+        assert client.opened.wait(5)
+        stream = client.streams[0]
+        stream.events.put(die(SET["postgres"]))
+        disconnect = {"name": NET, "container": SET["postgres"]}
+        stream.events.put(
+            {"Type": "network", "Action": "disconnect", "Actor": {"ID": "n", "Attributes": disconnect}}
+        )
+        wait_for(lambda: stream.read == 2)
+        time.sleep(0.05)
+        assert gone == []
+        release.set()
+        wait_for(lambda: gone)
+        time.sleep(0.05)
+        assert gone == [("k1", "sandbox gone: its postgres container exited with code 137 (killed: SIGKILL)")]
+    finally:
+        release.set()
+        watch.close()
