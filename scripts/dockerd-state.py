@@ -129,14 +129,18 @@ def goroutines(pidfile: str) -> None:
     except (OSError, ValueError) as exc:
         print(f"goroutine dump: no daemon pid ({exc})")
         return
-    dirs = ["/var/run/docker", "/run/docker", "/var/lib/docker", "/tmp"]
-    before = {p for d in dirs for p in glob.glob(f"{d}/goroutine-stacks-*.log")}
+
+    def dumps() -> set[str]:
+        dirs = ("/var/run/docker", "/run/docker", "/var/lib/docker", "/tmp")
+        return {p for d in dirs for p in glob.glob(f"{d}/goroutine-stacks-*.log")}
+
+    before = dumps()
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + TIMEOUT
     new: list[str] = []
     while time.monotonic() < deadline and not new:
         time.sleep(0.2)
-        new = sorted({p for d in dirs for p in glob.glob(f"{d}/goroutine-stacks-*.log")} - before)
+        new = sorted(dumps() - before)
     if not new:
         print(f"goroutine dump: dockerd[{pid}] wrote none within {TIMEOUT:.0f} s")
         return

@@ -52,11 +52,9 @@ class _Loss:
     A container's is described by asking the daemon (exit code, OOM kill) first."""
 
     key: str
-    cause: str = ""  # as told, when there is nothing to ask
+    cause: str  # as the event told it (a container's: when the daemon cannot say more)
     role: str = ""
     container: str = ""  # the id to describe
-    name: str = ""
-    action: str = ""
 
 
 @dataclass(frozen=True)
@@ -288,12 +286,8 @@ class SandboxWatch:
             with self._lock:
                 if loss.key not in self._watched:
                     continue  # reported already (an earlier event of the set, the check)
-            if loss.container:
-                told = lost_container({loss.role: loss.container})
-                told = told or f"its {loss.role} container {loss.name} got a {loss.action} event"
-                self._lost(loss.key, f"sandbox gone: {told}")
-            else:
-                self._lost(loss.key, loss.cause)
+            told = lost_container({loss.role: loss.container}) if loss.container else None
+            self._lost(loss.key, f"sandbox gone: {told}" if told else loss.cause)
 
     def _all_lost(self, cause: str) -> None:
         with self._lock:
@@ -314,8 +308,8 @@ class SandboxWatch:
             if kind == "container":
                 for role, cid in w.containers.items():
                     if actor.get("ID") == cid:
-                        name = attrs.get("name", cid[:12])
-                        self._losses.put(_Loss(key, role=role, container=cid, name=name, action=action))
+                        told = f"its {role} container {attrs.get('name', cid[:12])} got a {action} event"
+                        self._losses.put(_Loss(key, f"sandbox gone: {told}", role, cid))
             elif kind == "network" and w.network is not None and attrs.get("name") == w.network:
                 if action == "destroy":
                     self._losses.put(_Loss(key, f"sandbox gone: its network {w.network} was removed"))

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def silent_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def silent_daemon(tmp_path: Path) -> Iterator[Path]:
     """A unix socket that accepts and never answers: a daemon stuck on a lock."""
     path = tmp_path / "silent.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

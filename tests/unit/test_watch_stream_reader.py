@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -75,6 +76,27 @@ def client(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
     return fake
 
 
+@dataclass
+class Watched:
+    """A watch of one set (key k1) whose stream is open, and what it reported lost."""
+
+    watch: SandboxWatch
+    stream: FakeStream
+    gone: list[tuple[str, str]]
+
+
+@pytest.fixture
+def watched(client: FakeClient) -> Iterator[Watched]:
+    gone: list[tuple[str, str]] = []
+    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
+    watch.add("k1", SET, NET)
+    try:
+        assert client.opened.wait(5)
+        yield Watched(watch, client.streams[0], gone)
+    finally:
+        watch.close()
+
+
 def die(cid: str) -> dict[str, Any]:
     return {"Type": "container", "Action": "die", "Actor": {"ID": cid, "Attributes": {"name": cid[:6]}}}
 
@@ -84,7 +106,7 @@ def start(cid: str) -> dict[str, Any]:
 
 
 def test_the_reader_keeps_reading_while_a_loss_is_being_described(
-    client: FakeClient, monkeypatch: pytest.MonkeyPatch
+    watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
     asked: list[str] = []
@@ -95,12 +117,8 @@ def test_the_reader_keeps_reading_while_a_loss_is_being_described(
         return "its server-retail container exited with code 1"
 
     monkeypatch.setattr(watch_mod, "lost_container", slow_lost_container)
-    gone: list[tuple[str, str]] = []
-    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
-    watch.add("k1", SET, NET)
+    stream, gone = watched.stream, watched.gone
     try:
-        assert client.opened.wait(5)
-        stream = client.streams[0]
         stream.events.put(die(SET["server-retail"]))
         wait_for(lambda: asked)  # being described, and blocked there
         for i in range(500):
@@ -110,14 +128,13 @@ def test_the_reader_keeps_reading_while_a_loss_is_being_described(
         release.set()
         wait_for(lambda: gone)
         assert gone == [("k1", "sandbox gone: its server-retail container exited with code 1")]
-        assert watch.known_alive({"x": f"{499:064x}"}, None)  # the later events counted too
+        assert watched.watch.known_alive({"x": f"{499:064x}"}, None)  # the later events counted too
     finally:
         release.set()
-        watch.close()
 
 
 def test_a_second_loss_of_a_reported_set_is_not_described_again(
-    client: FakeClient, monkeypatch: pytest.MonkeyPatch
+    watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
 
@@ -126,20 +143,13 @@ def test_a_second_loss_of_a_reported_set_is_not_described_again(
         return "exited"
 
     monkeypatch.setattr(watch_mod, "lost_container", lost_container)
-    gone: list[tuple[str, str]] = []
-    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
-    watch.add("k1", SET, NET)
-    try:
-        assert client.opened.wait(5)
-        client.streams[0].events.put(die(SET["server-retail"]))
-        wait_for(lambda: gone)
-        client.streams[0].events.put(die(SET["postgres"]))
-        wait_for(lambda: client.streams[0].read == 2)
-        time.sleep(0.1)
-        assert len(gone) == 1
-        assert asked == [SET["server-retail"]]
-    finally:
-        watch.close()
+    watched.stream.events.put(die(SET["server-retail"]))
+    wait_for(lambda: watched.gone)
+    watched.stream.events.put(die(SET["postgres"]))
+    wait_for(lambda: watched.stream.read == 2)
+    time.sleep(0.1)
+    assert len(watched.gone) == 1
+    assert asked == [SET["server-retail"]]
 
 
 def test_close_closes_the_stream_and_ends_every_thread(client: FakeClient) -> None:
@@ -208,7 +218,7 @@ def test_a_slow_full_check_does_not_hold_the_reader(
 
 
 def test_the_first_event_of_a_loss_names_it_even_while_it_is_being_described(
-    client: FakeClient, monkeypatch: pytest.MonkeyPatch
+    watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A killed container's die comes before its network disconnect: the report names the
     container (from the daemon) although the disconnect was read while it was asked."""
@@ -219,12 +229,8 @@ def test_the_first_event_of_a_loss_names_it_even_while_it_is_being_described(
         return "its postgres container exited with code 137 (killed: SIGKILL)"
 
     monkeypatch.setattr(watch_mod, "lost_container", slow_lost_container)
-    gone: list[tuple[str, str]] = []
-    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
-    watch.add("k1", SET, NET)
+    stream, gone = watched.stream, watched.gone
     try:
-        assert client.opened.wait(5)
-        stream = client.streams[0]
         stream.events.put(die(SET["postgres"]))
         disconnect = {"name": NET, "container": SET["postgres"]}
         stream.events.put(
@@ -239,4 +245,3 @@ def test_the_first_event_of_a_loss_names_it_even_while_it_is_being_described(
         assert gone == [("k1", "sandbox gone: its postgres container exited with code 137 (killed: SIGKILL)")]
     finally:
         release.set()
-        watch.close()
