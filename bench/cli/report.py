@@ -26,9 +26,18 @@ def report_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, Price, load_models_config
     from bench.report.build import build_report, report_json
     from bench.report.markdown import markdown_table
-    from bench.report.tables import frontier_text, summary_rows
+    from bench.report.tables import (
+        SUMMARY_ALIGN,
+        diagnostic_rows,
+        frontier_text,
+        has_system_errors,
+        summary_rows,
+        summary_title,
+    )
+    from bench.report.views import DIAGNOSTIC, view_label
     from bench.report.write import write_report
     from bench.run.results import ResultsError
+    from bench.terminal_text import printable
 
     if getattr(args, "k", None) is not None and args.k < 1:
         print("tbx report: --k must be at least 1", file=sys.stderr)
@@ -40,7 +49,7 @@ def report_command(args: argparse.Namespace) -> int:
         roles = tuple(getattr(args, "cost_roles", None) or ("agent",))
         report = build_report(args.dirs, prices=prices, k=getattr(args, "k", None), cost_roles=roles)
     except (ResultsError, ModelsConfigError) as exc:
-        print(f"tbx report: {exc}", file=sys.stderr)
+        print(f"tbx report: {printable(exc)}", file=sys.stderr)
         return 2
     out = args.out or (args.dirs[0] if len(args.dirs) == 1 else None)
     if args.json:
@@ -51,9 +60,11 @@ def report_command(args: argparse.Namespace) -> int:
     if out is None:
         out = "tbx-report"
     paths = write_report(report, out)
-    header, rows = summary_rows(report)
-    print("\n".join(markdown_table(header, rows, "lll" + "r" * 11 + "l")))
+    lines = [summary_title(), *markdown_table(*summary_rows(report), SUMMARY_ALIGN)]
+    if has_system_errors(report):
+        lines += ["", f"Diagnostic ({view_label(DIAGNOSTIC)})", *markdown_table(*diagnostic_rows(report))]
     if len(report.runs) > 1:
-        print(frontier_text(report))
-    print(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")
+        lines.append(frontier_text(report))
+    lines.append(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")
+    print("\n".join(printable(line) for line in lines))
     return 0

@@ -20,15 +20,20 @@ from bench.report.metrics import RunMetrics
 from bench.report.tables import (
     DASH,
     agent_text,
+    diagnostic_rows,
     domain_rows,
     flag_lines,
     fmt_pct,
     fmt_usd,
     frontier_text,
+    has_system_errors,
     passk_rows,
     signature_rows,
     summary_rows,
+    summary_title,
+    views_text,
 )
+from bench.report.views import CANONICAL, DIAGNOSTIC, view_label, view_title
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac")
 SIGNATURE_COLORS = {
@@ -147,13 +152,13 @@ def domain_figure(r: RunMetrics, index: int) -> str:
             )
         body.append(_text(gx + gw / 2, bottom + 16, name, "middle", 11))
         body.append(_text(gx + gw / 2, bottom + 30, f"{m.tasks} tasks", "middle", 9, ' fill="#666"'))
-    title = f"{r.run}: pass@1 and observed k/k per domain"
+    title = f"{r.run}: pass@1 and observed k/k per domain ({view_title(CANONICAL)})"
     return _figure(
         "domains",
         f"fig-domains-{index}",
         _svg(width, height, title, body),
         f"{title}. Whiskers: 95% Wilson interval of pass@1 over tasks; observed k/k: share of tasks "
-        f"that passed every valid attempt (K={r.k}).",
+        f"that passed every attempt (K={r.k}).",
     )
 
 
@@ -191,12 +196,12 @@ def retention_figure(runs: Sequence[RunMetrics]) -> str:
             f"{DASH if r.retention is None else f'{r.retention:.2f}'}"
         )
         body.append(_text(x0 + 14, ly, label))
-    title = "Retention: pass^k against k"
+    title = f"Retention: pass^k against k ({view_title(CANONICAL)})"
     return _figure(
         "retention",
         "fig-retention",
         _svg(width, height, title, body),
-        f"{title}, per run. Retention = pass^K / pass@1 at K = the smallest valid attempt count "
+        f"{title}, per run. Retention = pass^K / pass@1 at K = the smallest attempt count "
         "(capped by the run's repeats).",
     )
 
@@ -259,7 +264,7 @@ def pareto_figure(report: Report) -> str:
         body.append(_text(x0 + pw + 10, top + 23, "or no success):", size=10, extra=' fill="#666"'))
         for i, name in enumerate(unpriced[:12]):
             body.append(_text(x0 + pw + 10, top + 38 + 13 * i, name, size=10, extra=' fill="#666"'))
-    title = "Cost per success against pass@1"
+    title = f"Cost per success against pass@1 ({view_title(CANONICAL)})"
     return _figure(
         "pareto",
         "fig-pareto",
@@ -326,13 +331,16 @@ def render_html(report: Report, view_href: str | None = None) -> str:
             else []
         ),
         '<p class="note">pass@1: mean over tasks of each task\'s pass rate, 95% Wilson interval over '
-        "tasks. System errors are outside every denominator and counted beside them. pass^k: all of k "
+        f"tasks. {escape(views_text(report))} pass^k: all of k "
         f"attempts pass. Costs: {escape(', '.join(sorted({x for r in report.runs for x in r.cost.roles})))} "
         f"role; {DASH} = unknown or no success. Definitions: docs/metrics.md.</p>",
-        "<h2>Runs</h2>",
+        f'<h2 data-view="{CANONICAL}">{escape(summary_title())}</h2>',
     ]
     header, rows = summary_rows(report)
     parts.append(_html_table(header, rows, "runs"))
+    if has_system_errors(report):
+        parts.append(f'<h2 data-view="{DIAGNOSTIC}">Diagnostic ({escape(view_label(DIAGNOSTIC))})</h2>')
+        parts.append(_html_table(*diagnostic_rows(report), "diagnostic"))
     parts += ["<h2>Reliability and cost</h2>", retention_figure(report.runs), pareto_figure(report)]
     parts.append(signature_figure(report.runs))
     for i, r in enumerate(report.runs):
@@ -346,13 +354,16 @@ def render_html(report: Report, view_href: str | None = None) -> str:
         parts.append(domain_figure(r, i))
         parts.append("<h3>Per domain</h3>")
         parts.append(_html_table(*domain_rows(r), "domains"))
+        if r.system_errors and r.diagnostic is not None:
+            parts.append(f"<h3>Per domain ({escape(view_title(DIAGNOSTIC))})</h3>")
+            parts.append(_html_table(*domain_rows(r.diagnostic), "domains-diagnostic"))
         parts.append("<h3>pass@k and pass^k</h3>")
         parts.append(_html_table(*passk_rows(r), "passk"))
         h, rs = signature_rows(r)
         parts.append("<h3>Failure signatures</h3>")
         parts.append(_html_table(h, rs, "signatures") if rs else "<p>No failed attempts.</p>")
         cost_rows = [
-            ["total (valid attempts)", fmt_usd(r.cost.total_usd)],
+            ["total (attempts)", fmt_usd(r.cost.total_usd)],
             ["mean per attempt", fmt_usd(r.cost.mean_per_attempt_usd)],
             ["per successful attempt", fmt_usd(r.cost.per_success_usd)],
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],

@@ -9,15 +9,21 @@ from collections.abc import Sequence
 from bench.report.build import Report
 from bench.report.tables import (
     DASH,
+    SUMMARY_ALIGN,
     agent_text,
+    diagnostic_rows,
     domain_rows,
     flag_lines,
     fmt_usd,
     frontier_text,
+    has_system_errors,
     passk_rows,
     signature_rows,
     summary_rows,
+    summary_title,
+    views_text,
 )
+from bench.report.views import DIAGNOSTIC, view_label, view_title
 
 
 def md_text(text: str) -> str:
@@ -42,16 +48,20 @@ def render_markdown(report: Report) -> str:
         "# tbx report",
         "",
         "Definitions: docs/metrics.md. pass@1 is the mean over tasks of each task's pass rate, "
-        "with a 95% Wilson interval over tasks. System errors are outside every denominator and "
-        "counted beside them. Costs are of the "
+        "with a 95% Wilson interval over tasks. "
+        + views_text(report)
+        + " Costs are of the "
         + ", ".join(sorted({role for r in report.runs for role in r.cost.roles}) or ["agent"])
         + f" role; {DASH} means unknown or no success.",
         "",
-        "## Runs",
+        f"## {summary_title()}",
         "",
     ]
     header, rows = summary_rows(report)
-    lines += markdown_table(header, rows, "lll" + "r" * 11 + "l")
+    lines += markdown_table(header, rows, SUMMARY_ALIGN)
+    if has_system_errors(report):
+        lines += ["", f"## Diagnostic ({view_label(DIAGNOSTIC)})", ""]
+        lines += markdown_table(*diagnostic_rows(report))
     lines += ["", "## Pareto frontier: cost per success vs pass@1", "", md_text(frontier_text(report)), ""]
     for r in report.runs:
         lines += [f"## Run: {md_text(r.run)}", ""]
@@ -62,6 +72,9 @@ def render_markdown(report: Report) -> str:
         lines += ["### Per domain", ""]
         h, rs = domain_rows(r)
         lines += [*markdown_table(h, rs), ""]
+        if r.system_errors and r.diagnostic is not None:
+            lines += [f"### Per domain ({view_title(DIAGNOSTIC)})", ""]
+            lines += [*markdown_table(*domain_rows(r.diagnostic)), ""]
         lines += ["### pass@k and pass^k", ""]
         h, rs = passk_rows(r)
         lines += [*markdown_table(h, rs), ""]
@@ -78,7 +91,7 @@ def render_markdown(report: Report) -> str:
             ]
         lines += ["### Cost", ""]
         cost_rows = [
-            ["total (valid attempts, " + ", ".join(r.cost.roles) + ")", fmt_usd(r.cost.total_usd)],
+            ["total (attempts, " + ", ".join(r.cost.roles) + ")", fmt_usd(r.cost.total_usd)],
             ["mean per attempt", fmt_usd(r.cost.mean_per_attempt_usd)],
             ["per successful attempt", fmt_usd(r.cost.per_success_usd)],
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],

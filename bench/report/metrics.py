@@ -5,19 +5,21 @@ cost per success against pass@1 across runs.
 
 Definitions (docs/metrics.md has them with examples):
 
-* A task's valid attempts are its rows without `system_error`; system errors
-  never enter a denominator and are counted beside them. A task with no valid
-  attempt is left out and listed.
-* n_t valid attempts, c_t passes. pass@1 = mean over tasks of c_t / n_t.
+* Two views (bench.report.views). Canonical: every row is an attempt, and a
+  system error still there after the retries is a failed one. Diagnostic
+  (errors excluded): a task's attempts are its rows without `system_error`;
+  system errors never enter a denominator, and a task with no other row is
+  left out and listed. Both count the system errors beside the figures.
+* n_t attempts (of the view), c_t passes. pass@1 = mean over tasks of c_t / n_t.
   pass@k = mean of 1 - C(n_t - c_t, k) / C(n_t, k); pass^k = mean of
   C(c_t, k) / C(n_t, k); both for k in {1, 5, 10, 20} up to the smallest
   n_t, plus k = retention_k.
 * K: the run's repeats (`repeats` / `k` in the manifest, else the most rows
   any task has). Tasks with fewer than K valid attempts are flagged.
   retention_k = min(K, smallest n_t); retention = pass^retention_k / pass@1.
-* observed k/k: tasks whose every valid attempt passed (count, share of tasks).
+* observed k/k: tasks whose every attempt passed (count, share of tasks).
 * cost per successful attempt = sum_t mean cost_t / (tasks × pass@1);
-  cost per reliable task = cost of all valid attempts / tasks passing k/k.
+  cost per reliable task = cost of all attempts / tasks passing k/k.
   None when the denominator is 0 or some attempt's cost is unknown.
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
+from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView
 from bench.run.causes import count_causes
 from bench.run.results import ResultRow, RunDir
 
@@ -85,14 +88,14 @@ def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 class TaskTally(BaseModel):
-    """One task's attempts in a run."""
+    """One task's attempts in a run, in one view (bench.report.views)."""
 
     task_id: str
     domain: str
-    attempts: int = 0  # valid attempts (n_t)
+    attempts: int = 0  # attempts the view counts (n_t): system errors too in the canonical view
     passed: int = 0  # c_t
-    system_errors: int = 0
-    costs: list[float | None] = Field(default_factory=list)  # per valid attempt
+    system_errors: int = 0  # rows with system_error, counted in `attempts` or not by the view
+    costs: list[float | None] = Field(default_factory=list)  # per counted attempt
 
 
 class Share(BaseModel):
@@ -105,9 +108,9 @@ class CostMetrics(BaseModel):
     default); `by_role` is every role's total over all rows, system errors included."""
 
     roles: list[str]
-    priced: bool  # every valid attempt has a known cost
+    priced: bool  # every counted attempt has a known cost
     unpriced_attempts: int = 0
-    total_usd: float | None = None  # all valid attempts
+    total_usd: float | None = None  # all counted attempts
     mean_per_attempt_usd: float | None = None  # mean over tasks of the task's mean
     per_success_usd: float | None = None
     per_reliable_task_usd: float | None = None
@@ -115,32 +118,42 @@ class CostMetrics(BaseModel):
 
 
 class GroupMetrics(BaseModel):
-    """Metrics over a set of tasks (a whole run or one domain)."""
+    """Metrics over a set of tasks (a whole run or one domain) in one view."""
 
-    tasks: int  # tasks with at least one valid attempt
-    attempts: int  # valid attempts
+    view: ScoreView = CANONICAL  # what system errors count as (bench.report.views)
+    tasks: int  # tasks with at least one counted attempt
+    attempts: int  # counted attempts (canonical: every row; diagnostic: valid attempts)
     passed_attempts: int
-    system_errors: int  # rows with system_error (outside every denominator)
-    excluded_tasks: list[str] = Field(default_factory=list)  # no valid attempt
+    system_errors: int  # rows with system_error: failed attempts (canonical) or outside (diagnostic)
+    excluded_tasks: list[str] = Field(default_factory=list)  # no counted attempt
     k: int  # repeats per task the run asked for
-    min_attempts: int  # smallest valid attempt count over tasks
+    min_attempts: int  # smallest attempt count over tasks
     max_attempts: int
-    short_tasks: list[str] = Field(default_factory=list)  # fewer than k valid attempts
+    short_tasks: list[str] = Field(default_factory=list)  # fewer than k attempts
     pass_at_1: float | None
     pass_at_1_ci: tuple[float, float] | None  # 95% Wilson over tasks
-    attempt_pass_rate: float | None  # passed attempts / valid attempts (pooled)
+    attempt_pass_rate: float | None  # passed attempts / counted attempts (pooled)
     pass_at_k: dict[int, float] = Field(default_factory=dict)
     pass_hat_k: dict[int, float] = Field(default_factory=dict)
     pass_hat_curve: list[float] = Field(default_factory=list)  # pass^k for k = 1..retention_k
     observed_k_of_k: Share
     retention_k: int | None
     retention: float | None
-    signatures: dict[str, int] = Field(default_factory=dict)  # failed valid attempts by signature
+    signatures: dict[str, int] = Field(default_factory=dict)  # judged failures by signature (both views)
     finish_reasons: dict[str, int] = Field(default_factory=dict)
     cost: CostMetrics
 
 
+class ViewMetrics(GroupMetrics):
+    """A run's figures in a second view, overall and per domain."""
+
+    per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
+
+
 class RunMetrics(GroupMetrics):
+    """A run's figures in the canonical view (its own fields) and in the
+    diagnostic one (`diagnostic`)."""
+
     run: str  # label: manifest run_name, else the directory name
     path: str = ""
     agent: str | None = None
@@ -153,6 +166,7 @@ class RunMetrics(GroupMetrics):
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
     timings_mean_s: dict[str, float] = Field(default_factory=dict)  # phase -> mean over valid attempts
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
+    diagnostic: ViewMetrics | None = None  # the same figures with system errors excluded
     pareto: bool = False  # on the cost-per-success / pass@1 frontier of the compared runs
 
 
@@ -164,8 +178,10 @@ def tally(
     prices: Mapping[str, Price] | None = None,
     cost_roles: Sequence[str] = ("agent",),
     role_models: Mapping[str, str] | None = None,
+    view: ScoreView = CANONICAL,
 ) -> dict[str, TaskTally]:
-    """Per task counts and per attempt costs, in first-seen task order."""
+    """Per task counts and per attempt costs in `view`, in first-seen task order.
+    In the canonical view a system error is a failed attempt costing what it spent."""
     prices = prices or {}
     out: dict[str, TaskTally] = {}
     for r in rows:
@@ -174,9 +190,10 @@ def tally(
             t = out[r.task_id] = TaskTally(task_id=r.task_id, domain=r.domain or UNKNOWN_DOMAIN)
         if r.system_error:
             t.system_errors += 1
-            continue
+            if not view.counts_errors_as_failures:
+                continue
         t.attempts += 1
-        t.passed += bool(r.passed)
+        t.passed += bool(r.passed) and not r.system_error  # a system error never passes
         t.costs.append(r.cost(prices, cost_roles, role_models))
     return out
 
@@ -216,8 +233,9 @@ def group_metrics(
     cost_roles: Sequence[str] = ("agent",),
     cost_by_role: dict[str, float | None] | None = None,
     k_values: Sequence[int] = K_VALUES,
+    view: ScoreView = CANONICAL,
 ) -> GroupMetrics:
-    """Metrics over `tallies` with `k` repeats asked per task."""
+    """Metrics over `tallies` (made in `view`) with `k` repeats asked per task."""
     valid = [t for t in tallies if t.attempts > 0]
     excluded = sorted(t.task_id for t in tallies if t.attempts == 0)
     short = sorted(t.task_id for t in tallies if t.attempts < k)
@@ -239,6 +257,7 @@ def group_metrics(
     attempts = sum(counts)
     passed = sum(t.passed for t in valid)
     return GroupMetrics(
+        view=view,
         tasks=len(valid),
         attempts=attempts,
         passed_attempts=passed,
@@ -350,7 +369,8 @@ def run_metrics(
     superseded_rows: int = 0,
     colliding_rows: int = 0,
 ) -> RunMetrics:
-    """All metrics of one run, overall and per domain.
+    """All metrics of one run, overall and per domain, in the canonical view
+    and (`diagnostic`) with system errors excluded (bench.report.views).
 
     `k` defaults to the manifest's repeats, else the most rows any task has.
     Prices: a row's recorded `cost_usd` wins; otherwise `prices` (overriding
@@ -361,11 +381,8 @@ def run_metrics(
     table = {**manifest_prices(manifest), **(prices or {})}
     role_models = manifest_role_models(manifest)
     rows = list(rows)
-    tallies = tally(rows, table, cost_roles, role_models)
     if k is None:
-        k = manifest_repeats(manifest) or max(
-            (t.attempts + t.system_errors for t in tallies.values()), default=1
-        )
+        k = manifest_repeats(manifest) or max(Counter(r.task_id for r in rows).values(), default=1)
     sigs: dict[str, Counter[str]] = defaultdict(Counter)
     finishes: dict[str, Counter[str]] = defaultdict(Counter)
     domain_rows: dict[str, list[ResultRow]] = defaultdict(list)
@@ -385,25 +402,33 @@ def run_metrics(
             out.update(counters[d])
         return out
 
-    per_domain = {
-        d: group_metrics(
-            [t for t in tallies.values() if t.domain == d],
+    def in_view(view: ScoreView) -> tuple[GroupMetrics, dict[str, GroupMetrics]]:
+        tallies = tally(rows, table, cost_roles, role_models, view=view)
+        per_domain = {
+            d: group_metrics(
+                [t for t in tallies.values() if t.domain == d],
+                k,
+                signatures=sigs[d],
+                finish_reasons=finishes[d],
+                cost_roles=cost_roles,
+                cost_by_role=_role_totals(domain_rows[d], table, role_models),
+                view=view,
+            )
+            for d in sorted(domain_rows)
+        }
+        overall = group_metrics(
+            list(tallies.values()),
             k,
-            signatures=sigs[d],
-            finish_reasons=finishes[d],
+            signatures=merged(sigs, domain_rows),
+            finish_reasons=merged(finishes, domain_rows),
             cost_roles=cost_roles,
-            cost_by_role=_role_totals(domain_rows[d], table, role_models),
+            cost_by_role=_role_totals(rows, table, role_models),
+            view=view,
         )
-        for d in sorted(domain_rows)
-    }
-    overall = group_metrics(
-        list(tallies.values()),
-        k,
-        signatures=merged(sigs, domain_rows),
-        finish_reasons=merged(finishes, domain_rows),
-        cost_roles=cost_roles,
-        cost_by_role=_role_totals(rows, table, role_models),
-    )
+        return overall, per_domain
+
+    overall, per_domain = in_view(CANONICAL)
+    diagnostic, diagnostic_domains = in_view(DIAGNOSTIC)
     valid = [r for r in rows if not r.system_error]
     tokens: dict[str, dict[str, float]] = {}
     for role in sorted({role for r in valid for role in r.usage}):
@@ -432,6 +457,7 @@ def run_metrics(
         tokens_mean=tokens,
         timings_mean_s=timings,
         per_domain=per_domain,
+        diagnostic=ViewMetrics(**diagnostic.model_dump(), per_domain=diagnostic_domains),
     )
 
 

@@ -1,16 +1,19 @@
-"""What report.md and report.html both show: the number formats, the rows of
-each table (as text cells), the flags and the frontier sentence."""
+"""What report.md, report.html and `tbx report`'s terminal summary show: the
+number formats, the rows of each table (as text cells), the flags, the
+frontier sentence and the labels of the two score views (bench.report.views)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from bench.report.build import Report
-from bench.report.metrics import GroupMetrics, RunMetrics
+from bench.report.metrics import GroupMetrics, RunMetrics, ViewMetrics
+from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView, view_label, view_title
 from bench.run.causes import causes_text
 
 DASH = "—"
 MAX_LISTED = 20  # task ids listed per flag in report.md / report.html
+SUMMARY_ALIGN = "lll" + "r" * 11 + "l"  # summary_rows' columns
 
 
 def fmt_pct(x: float | None, digits: int = 1) -> str:
@@ -52,14 +55,39 @@ def k_of_k_text(m: GroupMetrics) -> str:
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH
 
 
+def attempts_header(view: ScoreView) -> str:
+    return "attempts" if view.counts_errors_as_failures else "valid attempts"
+
+
+def summary_title(view: ScoreView = CANONICAL) -> str:
+    """The summary table's title, naming its view."""
+    return f"Runs ({view_label(view)})"
+
+
+def views_text(report: Report) -> str:
+    """Which view the figures are in, and where the other one is."""
+    text = (
+        f"Scores are {view_title(CANONICAL)}: a system error still there after the retries counts as "
+        "a failed attempt, and the unresolved system errors are stated beside the scores by cause."
+    )
+    if has_system_errors(report):
+        return text + f" The {view_title(DIAGNOSTIC)} view follows as a diagnostic."
+    return text + " No run has an unresolved system error, so the view with them excluded is the same."
+
+
+def has_system_errors(report: Report) -> bool:
+    return any(r.system_errors for r in report.runs)
+
+
 def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """The canonical figures of every run."""
     header = [
         "run",
         "agent",
         "model",
         "tasks",
-        "valid attempts",
-        "system errors",
+        attempts_header(CANONICAL),
+        "unresolved system errors",
         "K",
         "pass@1 [95% CI]",
         "pass^k (k)",
@@ -94,11 +122,46 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def domain_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
+def diagnostic_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Every run's figures with system errors excluded (the diagnostic view)."""
+    header = [
+        "run",
+        "tasks",
+        attempts_header(DIAGNOSTIC),
+        "system errors excluded",
+        "pass@1 [95% CI]",
+        "pass^k (k)",
+        "observed k/k",
+        "retention",
+        "cost / success",
+        "cost / reliable task",
+    ]
+    rows = []
+    for r in report.runs:
+        m = r.diagnostic or r
+        rows.append(
+            [
+                r.run,
+                str(m.tasks),
+                str(m.attempts),
+                str(m.system_errors),
+                f"{fmt_pct(m.pass_at_1)} {fmt_ci(m.pass_at_1_ci)}",
+                f"{fmt_pct(pass_hat_big_k(m))} ({m.retention_k or DASH})",
+                k_of_k_text(m),
+                fmt_ratio(m.retention),
+                fmt_usd(m.cost.per_success_usd),
+                fmt_usd(m.cost.per_reliable_task_usd),
+            ]
+        )
+    return header, rows
+
+
+def domain_rows(r: RunMetrics | ViewMetrics) -> tuple[list[str], list[list[str]]]:
+    """Per domain and overall, in the view of `r` (a run: canonical; its `diagnostic`)."""
     header = [
         "domain",
         "tasks",
-        "valid attempts",
+        attempts_header(r.view),
         "system errors",
         "pass@1 [95% CI]",
         "pass^k (k)",
@@ -127,9 +190,16 @@ def domain_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
 
 
 def passk_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
-    ks = sorted(set(r.pass_at_k) | set(r.pass_hat_k))
+    """Canonical pass@k and pass^k; with system errors, the diagnostic ones beside them."""
+    d = r.diagnostic if r.system_errors and r.diagnostic is not None else None
+    ks = sorted(set(r.pass_at_k) | set(r.pass_hat_k) | (set(d.pass_at_k) if d else set()))
+    header = ["k", "pass@k", "pass^k"]
     rows = [[str(k), fmt_pct(r.pass_at_k.get(k)), fmt_pct(r.pass_hat_k.get(k))] for k in ks]
-    return ["k", "pass@k", "pass^k"], rows
+    if d is not None:
+        header += [f"pass@k ({view_title(DIAGNOSTIC)})", f"pass^k ({view_title(DIAGNOSTIC)})"]
+        for k, row in zip(ks, rows, strict=True):
+            row += [fmt_pct(d.pass_at_k.get(k)), fmt_pct(d.pass_hat_k.get(k))]
+    return header, rows
 
 
 def signature_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
@@ -154,16 +224,18 @@ def flag_lines(r: RunMetrics) -> list[str]:
     if r.system_errors:
         causes = causes_text(r.system_error_causes)
         out.append(
-            f"{r.system_errors} attempts ended in a system error{f' ({causes})' if causes else ''}; "
-            "they are outside every denominator."
+            f"{r.system_errors} attempts ended in a system error still there after the retries"
+            f"{f' ({causes})' if causes else ''}: the {view_title(CANONICAL)} figures count them as "
+            f"failed attempts; the {view_title(DIAGNOSTIC)} figures leave them out of every denominator."
         )
     if r.short_tasks:
+        out.append(f"{len(r.short_tasks)} tasks have fewer than K={r.k} attempts: {listed(r.short_tasks)}")
+    excluded = r.diagnostic.excluded_tasks if r.diagnostic is not None else r.excluded_tasks
+    if excluded:
         out.append(
-            f"{len(r.short_tasks)} tasks have fewer than K={r.k} valid attempts: {listed(r.short_tasks)}"
-        )
-    if r.excluded_tasks:
-        out.append(
-            f"{len(r.excluded_tasks)} tasks have no valid attempt and are left out: {listed(r.excluded_tasks)}"
+            f"{len(excluded)} tasks have no attempt without a system error: 0 in the "
+            f"{view_title(CANONICAL)} figures, left out of the {view_title(DIAGNOSTIC)} ones: "
+            f"{listed(excluded)}"
         )
     if r.superseded_rows:
         out.append(f"{r.superseded_rows} rows were superseded by a later row for the same task and repeat.")

@@ -11,6 +11,7 @@ import pytest
 
 from bench.llm.config import Price
 from bench.report.metrics import (
+    GroupMetrics,
     mark_pareto,
     pareto_frontier,
     pass_at_k,
@@ -18,6 +19,7 @@ from bench.report.metrics import (
     run_metrics,
     wilson_interval,
 )
+from bench.report.views import CANONICAL, DIAGNOSTIC
 from bench.run.results import ResultRow, ResultsError, load_run, read_rows
 
 
@@ -106,8 +108,12 @@ def hand_rows() -> list[ResultRow]:
     return rows
 
 
-def test_run_metrics_by_hand() -> None:
-    m = run_metrics(hand_rows(), label="hand", manifest={"config": {"repeats": 4}})
+def test_run_metrics_by_hand_with_system_errors_excluded() -> None:
+    """The diagnostic view: docs/metrics.md's worked example (system errors left out)."""
+    run = run_metrics(hand_rows(), label="hand", manifest={"config": {"repeats": 4}})
+    assert run.view == CANONICAL and run.diagnostic is not None
+    m = run.diagnostic
+    assert m.view == DIAGNOSTIC
     p1 = (1 + 2 / 3 + 0 + 3 / 4) / 4
     assert m.k == 4
     assert m.tasks == 4 and m.attempts == 15 and m.passed_attempts == 9
@@ -135,6 +141,7 @@ def test_run_metrics_by_hand() -> None:
         "unlabelled": 1,
     }
     assert m.finish_reasons == {"done": 4}
+    assert run.system_error_causes == {"other": 5}
     # cost: per task means 0.1, 0.1, 0.1, 0.2; all valid attempts 1.9; k/k tasks 1
     assert m.cost.priced
     assert m.cost.total_usd == pytest.approx(1.9)
@@ -144,8 +151,66 @@ def test_run_metrics_by_hand() -> None:
     assert m.cost.by_role == {"agent": pytest.approx(1.9 + 5 * 0.05)}  # every row
 
 
+def test_run_metrics_by_hand_canonical() -> None:
+    """The canonical view of the same rows: each unresolved system error is a failed attempt.
+    A 4/4, B 2/4, C 0/4, D 0/4 (all four system errors), E 3/4."""
+    m = run_metrics(hand_rows(), label="hand", manifest={"config": {"repeats": 4}})
+    p1 = (1 + 2 / 4 + 0 + 0 + 3 / 4) / 5
+    assert p1 == pytest.approx(0.45)
+    assert m.view == CANONICAL
+    assert m.tasks == 5 and m.attempts == 20 and m.passed_attempts == 9
+    assert m.system_errors == 5 and m.system_error_causes == {"other": 5}
+    assert m.excluded_tasks == [] and m.short_tasks == []
+    assert (m.min_attempts, m.max_attempts) == (4, 4)
+    assert m.pass_at_1 == pytest.approx(p1) and m.attempt_pass_rate == pytest.approx(9 / 20)
+    assert m.pass_at_1_ci == pytest.approx(wilson_interval(p1, 5))
+    assert m.retention_k == 4 and sorted(m.pass_hat_k) == [1, 4]
+    assert m.pass_at_k[4] == pytest.approx((1 + 1 + 0 + 0 + 1) / 5)
+    assert m.pass_hat_k[4] == pytest.approx(1 / 5)
+    assert m.retention == pytest.approx(0.2 / p1)
+    assert m.observed_k_of_k.count == 1 and m.observed_k_of_k.share == pytest.approx(0.2)
+    # signatures stay the judge's labels of judged failures; the errors are counted by cause
+    assert sum(m.signatures.values()) == 6
+    # cost: the system errors' spend counts; per task means A .1, B .0875, C .1, D .05, E .2
+    means = 0.1 + (0.3 + 0.05) / 4 + 0.1 + 0.05 + 0.2
+    assert m.cost.total_usd == pytest.approx(1.9 + 5 * 0.05)
+    assert m.cost.per_success_usd == pytest.approx(means / (5 * p1))
+    assert m.cost.per_reliable_task_usd == pytest.approx(2.15)
+    # the canonical figures are never above the diagnostic ones on the same rows
+    assert m.diagnostic is not None and m.diagnostic.pass_at_1 is not None
+    assert m.pass_at_1 < m.diagnostic.pass_at_1
+
+
+def test_an_unresolved_system_error_cannot_raise_a_score() -> None:
+    """A failing attempt turned into a system error (say, by the agent's own load) leaves the
+    canonical score where the failure had put it; only the diagnostic view rises."""
+    failed = [row("A", 0, "retail", True), row("A", 1, "retail", False)]
+    voided = [row("A", 0, "retail", True), row("A", 1, "retail", False, system_error=True)]
+    a, b = run_metrics(failed, label="a", k=2), run_metrics(voided, label="b", k=2)
+    assert a.pass_at_1 == b.pass_at_1 == 0.5 and b.observed_k_of_k.count == 0
+    assert b.diagnostic is not None and b.diagnostic.pass_at_1 == 1.0
+    # a row marked both passed and system error is not a pass
+    odd = run_metrics([row("A", 0, "retail", True, system_error=True)], label="c")
+    assert odd.pass_at_1 == 0.0
+
+
+def test_without_system_errors_both_views_agree() -> None:
+    m = run_metrics([r for r in hand_rows() if not r.system_error], label="clean", k=4)
+    assert m.diagnostic is not None
+    assert m.model_dump(include=set(GroupMetrics.model_fields) - {"view"}) == m.diagnostic.model_dump(
+        include=set(GroupMetrics.model_fields) - {"view"}
+    )
+    for d, g in m.per_domain.items():
+        assert g.model_dump(exclude={"view"}) == m.diagnostic.per_domain[d].model_dump(exclude={"view"})
+
+
 def test_per_domain_by_hand() -> None:
-    m = run_metrics(hand_rows(), label="hand", k=4)
+    run = run_metrics(hand_rows(), label="hand", k=4)
+    assert run.diagnostic is not None
+    canonical_travel = run.per_domain["travel"]
+    assert canonical_travel.tasks == 3 and canonical_travel.pass_at_1 == pytest.approx(0.75 / 3)
+    assert canonical_travel.system_errors == 4 and canonical_travel.excluded_tasks == []
+    m = run.diagnostic
     assert sorted(m.per_domain) == ["retail", "travel"]
     retail, travel = m.per_domain["retail"], m.per_domain["travel"]
     assert retail.tasks == 2 and retail.system_errors == 1 and retail.short_tasks == ["B"]
@@ -195,7 +260,10 @@ def test_zero_successes_gives_no_cost_ratios() -> None:
 
 
 def test_only_system_errors() -> None:
-    m = run_metrics([row("A", 0, "retail", False, system_error=True)], label="down")
+    run = run_metrics([row("A", 0, "retail", False, system_error=True)], label="down")
+    assert run.tasks == 1 and run.pass_at_1 == 0.0 and run.system_errors == 1  # canonical: a failure
+    assert run.diagnostic is not None
+    m = run.diagnostic
     assert m.tasks == 0 and m.system_errors == 1 and m.excluded_tasks == ["A"]
     assert m.pass_at_1 is None and m.pass_at_1_ci is None and m.retention is None
     assert m.pass_at_k == {} and m.observed_k_of_k.share is None

@@ -65,11 +65,20 @@ def test_json_single_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     for key in ("pass_at_1", "pass_at_k", "pass_hat_k", "observed_k_of_k", "system_errors", "per_domain"):
         assert key in data
     assert data["run"] == "r1" and data["agent"] == "llm" and data["model"] == "model-a"
-    assert data["pass_at_1"] == pytest.approx((1 + 1 / 3) / 2)
-    assert data["system_errors"] == 1 and data["short_tasks"] == ["retail/1"]
-    assert data["observed_k_of_k"] == {"count": 1, "share": 0.5}
+    # canonical: the system error is a failed attempt of retail/1
+    assert data["view"] == "canonical" and data["per_domain"]["retail"]["view"] == "canonical"
+    assert data["pass_at_1"] == pytest.approx((2 / 3 + 1 / 3) / 2)
+    assert data["system_errors"] == 1 and data["system_error_causes"] == {"other": 1}
+    assert data["short_tasks"] == [] and data["observed_k_of_k"] == {"count": 0, "share": 0.0}
     assert data["per_domain"]["travel"]["pass_at_1"] == pytest.approx(1 / 3)
-    assert set(data["pass_hat_k"]) == {"1", "2"}  # smallest attempt count is 2
+    assert set(data["pass_hat_k"]) == {"1", "3"}
+    # the diagnostic view beside it: system errors excluded
+    diag = data["diagnostic"]
+    assert diag["view"] == "errors_excluded" and diag["per_domain"]["retail"]["view"] == "errors_excluded"
+    assert diag["pass_at_1"] == pytest.approx((1 + 1 / 3) / 2)
+    assert diag["system_errors"] == 1 and diag["short_tasks"] == ["retail/1"]
+    assert diag["observed_k_of_k"] == {"count": 1, "share": 0.5}
+    assert set(diag["pass_hat_k"]) == {"1", "2"}  # smallest valid attempt count is 2
     assert not (d / "report.md").exists()  # --json writes files only with --out
 
 
@@ -97,26 +106,41 @@ def test_report_md_contents(tmp_path: Path) -> None:
     lines = md.splitlines()
     alpha = next(line for line in lines if line.startswith("| alpha |"))
     cells = [c.strip() for c in alpha.strip("|").split("|")]
-    # run, agent, model, tasks, valid attempts, system errors, K, pass@1 [CI], pass^k (k), k/k,
-    # retention, cost/attempt, cost/success, cost/reliable task, Pareto
-    assert cells[:7] == ["alpha", "llm", "model-a", "2", "5", "4 (other 4)", "3"]  # system errors, by cause
-    assert cells[7].startswith("75.0% [")  # (1 + 1/2) / 2
-    assert cells[8] == "50.0% (2)"  # pass^2: (1 + 0) / 2
-    assert cells[9] == "1 (50.0%)"
-    assert cells[10] == "0.67"
-    assert cells[11:14] == ["$0.100", fmt_usd(0.1 / 0.75), "$0.500"]  # 5 attempts × 0.1 / 1 task
+    # canonical: run, agent, model, tasks, attempts, unresolved system errors, K, pass@1 [CI],
+    # pass^k (k), k/k, retention, cost/attempt, cost/success, cost/reliable task, Pareto
+    assert "## Runs (canonical: an unresolved system error counts as a failed attempt)" in md
+    assert cells[:7] == ["alpha", "llm", "model-a", "3", "9", "4 (other 4)", "3"]  # system errors, by cause
+    assert cells[7].startswith("44.4% [")  # (1 + 1/3 + 0) / 3
+    assert cells[8] == "33.3% (3)"  # pass^3: (1 + 0 + 0) / 3
+    assert cells[9] == "1 (33.3%)"
+    assert cells[10] == "0.75"
+    assert cells[11:14] == ["$0.100", fmt_usd(0.3 / (3 * 4 / 9)), "$0.900"]  # 9 attempts × 0.1 / 1 task
     assert cells[14] == "yes"
+    # the diagnostic table: system errors excluded
+    assert "## Diagnostic (diagnostic: system errors excluded from every denominator)" in md
+    diag = [line for line in lines if line.startswith("| alpha |")][1]
+    dcells = [c.strip() for c in diag.strip("|").split("|")]
+    # run, tasks, valid attempts, system errors excluded, pass@1, pass^k (k), k/k, retention, costs
+    assert dcells[:4] == ["alpha", "2", "5", "4"]
+    assert dcells[4].startswith("75.0% [")  # (1 + 1/2) / 2
+    assert dcells[5:8] == ["50.0% (2)", "1 (50.0%)", "0.67"]
+    assert dcells[8:] == [fmt_usd(0.1 / 0.75), "$0.500"]  # 5 attempts × 0.1 / 1 task
     zero = next(line for line in lines if line.startswith("| zero |"))
     zcells = [c.strip() for c in zero.strip("|").split("|")]
     assert zcells[7].startswith("0.0% [") and zcells[10] == "—"
     assert zcells[12:15] == ["—", "—", ""]  # no success: no cost ratios, not on the frontier
     assert "On the frontier (cheapest first): alpha." in md
     assert "## Run: alpha" in md and "## Run: zero" in md
-    assert "| travel | 0 | 0 | 3 |" in md  # the per-domain row of a domain with only system errors
+    assert "| travel | 1 | 3 | 3 | 0.0% [" in md  # a domain with only system errors: 0, canonically
+    assert "| travel | 0 | 0 | 3 |" in md  # ... and left out in the diagnostic per-domain table
+    assert "### Per domain (diagnostic, system errors excluded)" in md
     assert "| tool_use | 1 | 100.0% |" in md
-    assert "tasks have fewer than K=3 valid attempts: retail/2, travel/1" in md
-    assert "1 tasks have no valid attempt and are left out: travel/1" in md
-    assert "4 attempts ended in a system error" in md
+    assert "1 tasks have no attempt without a system error: 0 in the canonical figures" in md
+    assert "4 attempts ended in a system error still there after the retries (other 4)" in md
+    assert "the canonical figures count them as failed attempts" in md
+    # a run without system errors gets no diagnostic table: both views are the same
+    clean = render_markdown(build_report([z]))
+    assert "## Diagnostic" not in clean and "so the view with them excluded is the same" in clean
 
 
 def test_unpriced_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
