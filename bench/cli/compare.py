@@ -5,6 +5,10 @@ noise floor; writes compare.md, compare.html and compare.json
 
 Where it goes: --out, default ./tbx-compare. With --json the comparison is
 printed and files are written only when --out is given.
+
+It pairs the canonical scores (an unresolved system error is a failed
+attempt) unless --view names the diagnostic one; the output says which.
+Warnings (runs of different datasets) go to stderr as well as into the files.
 """
 
 from __future__ import annotations
@@ -28,13 +32,22 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the bootstrap and permutation draws (default 0)"
     )
+    p.add_argument(
+        "--view",
+        choices=["canonical", "errors_excluded"],
+        default="canonical",
+        help="score view to pair: canonical (a system error left after the retries is a failed "
+        "attempt; default) or errors_excluded (the diagnostic view, system errors left out)",
+    )
     p.set_defaults(fn=compare_command)
 
 
 def compare_command(args: argparse.Namespace) -> int:
     from bench.report.compare import compare_runs, load_runs
     from bench.report.compare_render import comparison_json, print_terminal, write_comparison
+    from bench.report.views import ScoreView
     from bench.run.results import ResultsError
+    from bench.terminal_text import printable
     from bench.view.compare_links import add_view_links
 
     if len(args.dirs) < 2:
@@ -43,10 +56,16 @@ def compare_command(args: argparse.Namespace) -> int:
     out = Path(args.out or DEFAULT_OUT)
     try:
         runs = load_runs(args.dirs)
-        comparison = compare_runs([(info, run.rows) for info, run in runs], seed=args.seed)
+        comparison = compare_runs(
+            [(info, run.rows) for info, run in runs],
+            seed=args.seed,
+            view=ScoreView(getattr(args, "view", "canonical")),
+        )
     except ResultsError as exc:
-        print(f"tbx compare: {exc}", file=sys.stderr)
+        print(f"tbx compare: {printable(exc)}", file=sys.stderr)
         return 2
+    for warning in comparison.warnings:
+        print(f"tbx compare: warning: {printable(warning)}", file=sys.stderr)
     add_view_links(comparison, runs, out if (args.out or not args.json) else Path.cwd())
     if args.json:
         if args.out:
@@ -55,5 +74,5 @@ def compare_command(args: argparse.Namespace) -> int:
         return 0
     paths = write_comparison(comparison, out)
     print_terminal(comparison)
-    print(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")
+    print(printable(f"wrote {paths['md']}, {paths['html']}, {paths['json']}"))
     return 0

@@ -17,6 +17,12 @@ Flipped tasks: reliable (k/k) in one run and not the other; solved at least
 once in one and never in the other. The noise floor of a run is the same
 statistics between its first and its second half of repeats.
 
+The attempts are counted in one score view (bench.report.views), the
+canonical one unless asked otherwise: an unresolved system error is then a
+failed attempt, so "valid" below means "counted in that view". Runs made on
+datasets of different `dataset_hash` are paired on the task ids they share,
+with a warning; runs sharing no task id are refused.
+
 Nothing here reads files except `load_runs`; everything else takes
 tallies (`bench.report.metrics.tally`) and returns pydantic records.
 """
@@ -32,6 +38,7 @@ import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
 from bench.report.metrics import TaskTally, metrics_for_run, pass_hat_k, tally
+from bench.report.views import CANONICAL, ScoreView, view_label
 from bench.run.results import ResultRow, ResultsError, RunDir, load_run
 
 DEFAULT_SEED = 0
@@ -171,7 +178,8 @@ class RunInfo(BaseModel):
     label: str
     path: str
     k: int  # repeats per task the run asked for (bench.report.metrics)
-    tasks: int  # tasks with a valid attempt
+    tasks: int  # tasks with an attempt counted in the canonical view
+    dataset_hash: str | None = None  # the manifest's; None for a run that recorded none
 
 
 class PairComparison(PairStats):
@@ -180,6 +188,7 @@ class PairComparison(PairStats):
     flips: Flips
     only_in_a: list[str] = Field(default_factory=list)  # a valid attempt in A only: not compared
     only_in_b: list[str] = Field(default_factory=list)
+    same_dataset: bool | None = None  # equal dataset_hash; None when a run recorded none
     per_domain: dict[str, PairStats] = Field(default_factory=dict)
     noise_floor: dict[str, NoiseFloor] = Field(default_factory=dict)  # run label -> its floor
     points: list[TaskPoint] = Field(default_factory=list)
@@ -187,11 +196,14 @@ class PairComparison(PairStats):
 
 
 class Comparison(BaseModel):
+    view: ScoreView = CANONICAL  # the score view paired (bench.report.views)
+    view_label: str = view_label(CANONICAL)
     seed: int
     bootstrap_resamples: int
     permutation_resamples: int
     level: float = LEVEL
     test: str = TEST_NAME
+    warnings: list[str] = Field(default_factory=list)  # e.g. runs of different datasets
     runs: list[RunInfo]
     noise_floor: dict[str, NoiseFloor]
     pairs: list[PairComparison]
@@ -285,13 +297,15 @@ def flips(points: Sequence[TaskPoint]) -> Flips:
     return out
 
 
-def noise_floor(rows: Sequence[ResultRow], label: str, k: int, **stats_args: Any) -> NoiseFloor:
+def noise_floor(
+    rows: Sequence[ResultRow], label: str, k: int, view: ScoreView = CANONICAL, **stats_args: Any
+) -> NoiseFloor:
     """The run's first half of repeats (repeat < k // 2) against its second half."""
     split = k // 2
     if split < 1:
         return NoiseFloor(run=label, note=f"K={k}: fewer than two repeats to split")
-    first = tally([r for r in rows if r.repeat < split])
-    second = tally([r for r in rows if r.repeat >= split])
+    first = tally([r for r in rows if r.repeat < split], view=view)
+    second = tally([r for r in rows if r.repeat >= split], view=view)
     points = pair_points(first, second)
     stats = pair_stats(points, split, **stats_args)
     if stats is None:
@@ -306,10 +320,11 @@ def compare_pair(
     b_label: str,
     b_rows: Sequence[ResultRow],
     b_k: int,
+    view: ScoreView = CANONICAL,
     **stats_args: Any,
 ) -> PairComparison | None:
-    """B against A on their shared tasks; None when they share none."""
-    ta, tb = _valid(tally(a_rows)), _valid(tally(b_rows))
+    """B against A on their shared tasks (attempts counted in `view`); None when they share none."""
+    ta, tb = _valid(tally(a_rows, view=view)), _valid(tally(b_rows, view=view))
     points = pair_points(ta, tb)
     overall = pair_stats(points, min(a_k, b_k), **stats_args)
     if overall is None:
@@ -337,9 +352,11 @@ def compare_runs(
     seed: int = DEFAULT_SEED,
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
     permutation_resamples: int = PERMUTATION_RESAMPLES,
+    view: ScoreView = CANONICAL,
 ) -> Comparison:
-    """Every pair (earlier run as A, later as B) and every run's noise floor.
-    A pair sharing no task raises ResultsError naming both."""
+    """Every pair (earlier run as A, later as B) and every run's noise floor, in `view`.
+    A pair sharing no task raises ResultsError naming both (and their datasets when
+    they differ); a pair of different datasets gets a warning."""
     if len(runs) < 2:
         raise ResultsError("tbx compare needs at least two run directories")
     args: dict[str, Any] = {
@@ -347,15 +364,35 @@ def compare_runs(
         "bootstrap_resamples": bootstrap_resamples,
         "permutation_resamples": permutation_resamples,
     }
-    floors = {info.label: noise_floor(rows, info.label, info.k, **args) for info, rows in runs}
+    floors = {info.label: noise_floor(rows, info.label, info.k, view, **args) for info, rows in runs}
     pairs: list[PairComparison] = []
+    warnings: list[str] = []
     for (ia, ra), (ib, rb) in combinations(runs, 2):
-        pair = compare_pair(ia.label, ra, ia.k, ib.label, rb, ib.k, **args)
+        same = same_dataset(ia, ib)
+        if not {r.task_id for r in ra} & {r.task_id for r in rb}:
+            raise ResultsError(
+                f"{ia.label} ({ia.path}) and {ib.label} ({ib.path}) share no task id"
+                + ("" if same is not False else f" (different datasets: {_datasets(ia, ib)})")
+                + ": nothing to pair"
+            )
+        pair = compare_pair(ia.label, ra, ia.k, ib.label, rb, ib.k, view, **args)
         if pair is None:
-            raise ResultsError(f"{ia.label} ({ia.path}) and {ib.label} ({ib.path}) share no task")
+            raise ResultsError(
+                f"{ia.label} ({ia.path}) and {ib.label} ({ib.path}) share no task with an attempt "
+                f"counted in the {view} view in both"
+            )
+        pair.same_dataset = same
+        if same is False:
+            warnings.append(
+                f"{ia.label} and {ib.label} were run on different datasets ({_datasets(ia, ib)}): "
+                f"paired on the {pair.tasks} task ids they share, whose contents may differ"
+            )
         pair.noise_floor = {ia.label: floors[ia.label], ib.label: floors[ib.label]}
         pairs.append(pair)
     return Comparison(
+        view=view,
+        view_label=view_label(view),
+        warnings=warnings,
         seed=seed,
         bootstrap_resamples=bootstrap_resamples,
         permutation_resamples=permutation_resamples,
@@ -363,6 +400,17 @@ def compare_runs(
         noise_floor=floors,
         pairs=pairs,
     )
+
+
+def same_dataset(a: RunInfo, b: RunInfo) -> bool | None:
+    """Whether the two runs were made on the same dataset (by hash); None when one is unknown."""
+    if not a.dataset_hash or not b.dataset_hash:
+        return None
+    return a.dataset_hash == b.dataset_hash
+
+
+def _datasets(a: RunInfo, b: RunInfo) -> str:
+    return f"dataset_hash {(a.dataset_hash or '?')[:12]} vs {(b.dataset_hash or '?')[:12]}"
 
 
 # -- reading run directories ---------------------------------------------------
@@ -377,6 +425,11 @@ def load_runs(dirs: Sequence[str | Path]) -> list[tuple[RunInfo, RunDir]]:
     metrics = [metrics_for_run(r) for r in loaded]
     labels = unique_labels([m.run for m in metrics])
     return [
-        (RunInfo(label=label, path=r.path, k=m.k, tasks=m.tasks), r)
+        (RunInfo(label=label, path=r.path, k=m.k, tasks=m.tasks, dataset_hash=_dataset_hash(r)), r)
         for r, m, label in zip(loaded, metrics, labels, strict=True)
     ]
+
+
+def _dataset_hash(run: RunDir) -> str | None:
+    value = run.manifest.get("dataset_hash")
+    return value if isinstance(value, str) and value else None

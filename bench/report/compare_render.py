@@ -20,6 +20,7 @@ from bench.report.compare import Comparison, Flips, NoiseFloor, PairComparison, 
 from bench.report.html import CSS, _svg, _t, _text
 from bench.report.markdown import markdown_table, md_text
 from bench.report.tables import DASH
+from bench.terminal_text import printable
 
 FLIP_KINDS = (
     ("reliable_only_in_a", "reliable (k/k) only in {a}"),
@@ -108,9 +109,15 @@ def floor_rows(c: Comparison) -> list[list[str]]:
     return [_floor_row(c.noise_floor[info.label], info) for info in c.runs]
 
 
+def view_text(c: Comparison) -> str:
+    """Which score view the pairs are in (bench.report.views)."""
+    return f"Scores paired: {c.view_label}."
+
+
 def method_text(c: Comparison) -> str:
     return (
-        f"Δ = B − A over the tasks both runs have a valid attempt of, in percentage points. "
+        f"{view_text(c)} "
+        f"Δ = B − A over the tasks both runs have a counted attempt of, in percentage points. "
         f"Intervals: {c.level:.0%} paired bootstrap over tasks ({c.bootstrap_resamples} resamples, "
         f"seed {c.seed}). p: {c.test} ({c.permutation_resamples} resamples, exact when fewer sign "
         "patterns). Noise floor: the same between a run's first and second half of repeats. "
@@ -124,28 +131,33 @@ def method_text(c: Comparison) -> str:
 def print_terminal(c: Comparison) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
-    table = Table(title="tbx compare (Δ = B − A, percentage points)")
+    def text(value: str) -> Text:  # recorded ids and labels: shown as text, never as markup or escapes
+        return Text(printable(value))
+
+    console = Console(highlight=False)
+    console.print(text(view_text(c)))
+    table = Table(title=f"tbx compare, {c.view} (Δ = B − A, percentage points)")
     for h in PAIRS_HEADER:
         table.add_column(h, justify="left" if h in ("A", "B", "flips") else "right")
     for row in pairs_rows(c):
-        table.add_row(*row)
+        table.add_row(*map(text, row))
     console.print(table)
     floor = Table(title="noise floor: first vs second half of each run's repeats")
     for h in FLOOR_HEADER:
         floor.add_column(h, justify="left" if h in ("run", "halves") else "right")
     for row in floor_rows(c):
-        floor.add_row(*row)
+        floor.add_row(*map(text, row))
     console.print(floor)
     for p in c.pairs:
         for key, title in FLIP_KINDS:
             ids = getattr(p.flips, key)
             if ids:
-                console.print(f"{title.format(a=p.a, b=p.b)}: {', '.join(ids)}", highlight=False)
+                console.print(text(f"{title.format(a=p.a, b=p.b)}: {', '.join(ids)}"))
         for side, ids in ((p.a, p.only_in_a), (p.b, p.only_in_b)):
             if ids:
-                console.print(f"not compared, valid only in {side}: {', '.join(ids)}", highlight=False)
+                console.print(text(f"not compared, counted only in {side}: {', '.join(ids)}"))
 
 
 # -- markdown ----------------------------------------------------------------
@@ -158,7 +170,9 @@ def _md_task(task: str, links: dict[str, str] | None) -> str:
 
 
 def render_markdown(c: Comparison) -> str:
-    lines = ["# tbx compare", "", method_text(c), "", "## Pairs", ""]
+    lines = ["# tbx compare", "", md_text(method_text(c)), ""]
+    lines += [f"- **warning**: {md_text(w)}" for w in c.warnings] + ([""] if c.warnings else [])
+    lines += ["## Pairs", ""]
     lines += markdown_table(PAIRS_HEADER, pairs_rows(c), "ll" + "r" * 5 + "l")
     lines += ["", "## Noise floor", ""]
     lines += markdown_table(FLOOR_HEADER, floor_rows(c), "lrrl" + "r" * 4)
@@ -187,7 +201,7 @@ def render_markdown(c: Comparison) -> str:
             lines.append("None.")
         for side, ids in ((p.a, p.only_in_a), (p.b, p.only_in_b)):
             if ids:
-                lines += ["", md_text(f"Not compared (a valid attempt only in {side}): " + ", ".join(ids))]
+                lines += ["", md_text(f"Not compared (a counted attempt only in {side}): " + ", ".join(ids))]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -267,7 +281,8 @@ def render_html(c: Comparison) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>tbx compare</title><style>{COMPARE_CSS}</style></head><body>",
         "<h1>tbx compare</h1>",
-        f'<p class="note">{escape(method_text(c))}</p>',
+        f'<p class="note" data-view="{escape(c.view)}">{escape(method_text(c))}</p>',
+        *(f'<p class="warning"><b>warning</b>: {escape(w)}</p>' for w in c.warnings),
         "<h2>Pairs</h2>",
         _table(PAIRS_HEADER, pairs_rows(c), "pairs"),
         "<h2>Noise floor</h2>",
@@ -292,7 +307,7 @@ def render_html(c: Comparison) -> str:
         for side, ids in ((p.a, p.only_in_a), (p.b, p.only_in_b)):
             if ids:
                 parts.append(
-                    f'<p class="note">Not compared (a valid attempt only in {escape(side)}): '
+                    f'<p class="note">Not compared (a counted attempt only in {escape(side)}): '
                     + escape(", ".join(ids))
                     + "</p>"
                 )

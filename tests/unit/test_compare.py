@@ -27,7 +27,8 @@ from bench.report.compare import (
     percentile_interval,
     sign_flip_p_value,
 )
-from bench.report.metrics import run_metrics
+from bench.report.metrics import GroupMetrics, run_metrics
+from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView
 from bench.run.results import ResultRow
 from bench.view.site import SITE_MARKER
 from bench.view.summary import task_href
@@ -201,19 +202,30 @@ def test_swapping_runs_negates_every_delta(counts: list[tuple[int, int]], seed: 
 def test_deltas_are_the_metrics_difference_on_shared_tasks(
     a: dict[str, list[bool | None]], b: dict[str, list[bool | None]]
 ) -> None:
-    """One source per fact: a delta is bench.report.metrics' value of B minus A's, on the shared tasks."""
-    ra, rb = rows_from(a), rows_from(b)
-    pair = compare_pair("A", ra, 3, "B", rb, 3, bootstrap_resamples=50, permutation_resamples=50)
-    valid_a = {r.task_id for r in ra if r.valid}
-    valid_b = {r.task_id for r in rb if r.valid}
-    shared = valid_a & valid_b
+    """One source per fact: a delta is bench.report.metrics' value of B minus A's, on the shared
+    tasks, in either view (canonical: a system error is a failed attempt; diagnostic: left out)."""
+    for view in (CANONICAL, DIAGNOSTIC):
+        _delta_is_metrics_difference(rows_from(a), rows_from(b), view)
+
+
+def _delta_is_metrics_difference(ra: list[ResultRow], rb: list[ResultRow], view: ScoreView) -> None:
+    pair = compare_pair("A", ra, 3, "B", rb, 3, view, bootstrap_resamples=50, permutation_resamples=50)
+    counted_a = {r.task_id for r in ra if r.valid or view.counts_errors_as_failures}
+    counted_b = {r.task_id for r in rb if r.valid or view.counts_errors_as_failures}
+    shared = counted_a & counted_b
     if not shared:
         assert pair is None
         return
     assert pair is not None
-    assert set(pair.only_in_a) == valid_a - valid_b and set(pair.only_in_b) == valid_b - valid_a
-    ma = run_metrics([r for r in ra if r.task_id in shared], label="A", k=3)
-    mb = run_metrics([r for r in rb if r.task_id in shared], label="B", k=3)
+    assert set(pair.only_in_a) == counted_a - counted_b and set(pair.only_in_b) == counted_b - counted_a
+
+    def metrics(rows: list[ResultRow], label: str) -> GroupMetrics:
+        m = run_metrics([r for r in rows if r.task_id in shared], label=label, k=3)
+        assert m.diagnostic is not None
+        return m if view is CANONICAL else m.diagnostic
+
+    ma, mb = metrics(ra, "A"), metrics(rb, "B")
+    assert ma.view == mb.view == view
     assert ma.pass_at_1 is not None and mb.pass_at_1 is not None
     assert pair.delta_pass_at_1 == pytest.approx(mb.pass_at_1 - ma.pass_at_1)
     assert pair.k == min(ma.retention_k or 3, mb.retention_k or 3)
@@ -244,7 +256,13 @@ def test_flips_missing_tasks_and_domains() -> None:
         "retail:only_b": [False, False],
         "travel:errs_in_b": [None, None],  # no valid attempt: not compared
     }
-    pair = compare_pair("A", rows_from(a), 2, "B", rows_from(b), 2)
+    # canonical (the default): B's two system errors are two failed attempts of a shared task
+    canonical = compare_pair("A", rows_from(a), 2, "B", rows_from(b), 2)
+    assert canonical is not None and canonical.tasks == 5 and canonical.only_in_a == ["travel:only_a"]
+    assert "travel:errs_in_b" in canonical.flips.reliable_only_in_a
+    assert "travel:errs_in_b" in canonical.flips.solved_only_in_a
+    # diagnostic: not compared
+    pair = compare_pair("A", rows_from(a), 2, "B", rows_from(b), 2, DIAGNOSTIC)
     assert pair is not None and pair.tasks == 4
     assert pair.flips.reliable_only_in_a == ["retail:lost"]
     assert pair.flips.reliable_only_in_b == []
@@ -358,3 +376,69 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = write_run(tmp_path, "other", {"travel:x": [True]}, 1)
     assert main(["compare", str(da), str(other)]) == 2
     assert "share no task" in capsys.readouterr().err
+
+
+def _set_manifest(run: Path, **fields: Any) -> None:
+    path = run / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+def test_cli_says_it_pairs_the_canonical_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path, "a", {"t1": [True, True], "t2": [True, False]}, 2)
+    b = write_run(tmp_path, "b", {"t1": [True, None], "t2": [True, False]}, 2)
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["view"] == "canonical" and "counts as a failed attempt" in data["view_label"]
+    assert data["pairs"][0]["delta_pass_at_1"] == pytest.approx(-0.25)  # t1: 1 -> 1/2
+    assert main(["compare", str(a), str(b), "--json", "--view", "errors_excluded"]) == 0
+    diag = json.loads(capsys.readouterr().out)
+    assert diag["view"] == "errors_excluded" and diag["pairs"][0]["delta_pass_at_1"] == 0.0
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Scores paired: canonical: an unresolved system error counts as a failed attempt" in printed
+    assert "Scores paired: canonical" in (out / "compare.md").read_text()
+    assert 'data-view="canonical"' in (out / "compare.html").read_text()
+
+
+def test_runs_of_different_datasets_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path, "a", {"t1": [True], "t2": [False]}, 1)
+    b = write_run(tmp_path, "b", {"t1": [True], "t3": [False]}, 1)
+    _set_manifest(a, dataset_hash="a" * 64)
+    _set_manifest(b, dataset_hash="b" * 64)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), str(b), "--out", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    warning = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "a" * 12 in warning[0] and "b" * 12 in warning[0]
+    assert "different datasets" in warning[0] and "1 task ids they share" in warning[0]
+    assert data["warnings"] == [warning[0].removeprefix("tbx compare: warning: ")]
+    assert data["pairs"][0]["same_dataset"] is False
+    assert [r["dataset_hash"] for r in data["runs"]] == ["a" * 64, "b" * 64]
+    assert "different datasets" in (out / "compare.md").read_text()
+    # the same dataset: no word
+    _set_manifest(b, dataset_hash="a" * 64)
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and json.loads(captured.out)["pairs"][0]["same_dataset"] is True
+    # not one task id in common: refused, naming both datasets
+    c = write_run(tmp_path, "c", {"x1": [True]}, 1)
+    _set_manifest(c, dataset_hash="c" * 64)
+    assert main(["compare", str(a), str(c)]) == 2
+    err = capsys.readouterr().err
+    assert "share no task id" in err and "a" * 12 in err and "c" * 12 in err and len(err.splitlines()) == 1
+
+
+def test_terminal_output_escapes_recorded_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded id (a Session API client picks its session id) can hold terminal escapes."""
+    hostile = "session:\x1b[2J\x1b]0;owned\x07\x1b[31mred\nforged line"
+    a = write_run(tmp_path, "a\x1b[1mA", {hostile: [True, True], "t2": [True, False]}, 2)
+    b = write_run(tmp_path, "b", {hostile: [False, False], "t2": [True, False]}, 2)
+    _set_manifest(a, run_name="a\x1b[1mA")
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "session:\\x1b[2J\\x1b]0;owned\\x07\\x1b[31mred\\nforged line" in printed
+    assert "a\\x1b[1mA" in printed
+    assert not any(line.startswith("forged line") for line in printed.splitlines())
