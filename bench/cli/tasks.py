@@ -15,6 +15,7 @@ def register(sub: Any) -> None:
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
     validate = tasks_sub.add_parser("validate", help="list every problem in a benchmark directory")
     validate.add_argument("dataset", nargs="?")
+    validate.add_argument("--release", help="release test list to check (default: the benchmark's)")
     validate.set_defaults(fn=_validate)
     listing = tasks_sub.add_parser("list", help="the tasks of a benchmark (release order), one per line")
     listing.add_argument("dataset", nargs="?")
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from bench.dataset import default_root
 
-    return validate_command(Path(args.dataset) if args.dataset else default_root())
+    return validate_command(Path(args.dataset) if args.dataset else default_root(), release=args.release)
 
 
 def list_command(args: argparse.Namespace) -> int:
@@ -54,6 +55,20 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def release_lines(bench: Any) -> list[str]:
+    """What tbx can run of each release list: ``release <path>: N tasks, tbx runs M``."""
+    lines = []
+    for release, support in bench.release_support.items():
+        mark = " (checked)" if release == bench.release else ""
+        line = f"release {release}{mark}: {support.tasks} tasks, tbx runs {support.runnable}"
+        if support.unsupported_servers:
+            line += "; no tbx domain for " + ", ".join(
+                f"{server} ({n} tasks)" for server, n in support.unsupported_servers.items()
+            )
+        lines.append(line)
+    return lines
+
+
 def validate_command(dataset: Path, *, release: str | None = None, out: TextIO | None = None) -> int:
     """Print problems one per line (``path: task: field: message``) and a summary line.
 
@@ -65,6 +80,8 @@ def validate_command(dataset: Path, *, release: str | None = None, out: TextIO |
     bench = load_benchmark(dataset, release=release, strict=False)
     for problem in bench.problems:
         print(problem, file=stream)
+    for line in release_lines(bench):
+        print(line, file=stream)
     errors = len(bench.errors)
     warnings = len(bench.problems) - errors
     if errors:

@@ -21,20 +21,25 @@ from __future__ import annotations
 
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from servers.engine.seeding import DataPatchError, initial_rows
+from servers.engine.tools import Domain
+from servers.registry import domain_names, load_domain, server_to_domain
+
+from .checkout_seeds import checkout_seed
 from .domains import server_module
 from .errors import DatasetError, Problem, Severity, errors_only
 from .merge import effective_init, effective_inits
 from .models import CHECK_CUSTOM, AgentPrompt, Layout, Scenario, ServerInit, Task
 from .parse import parse_agent, parse_scenario, parse_test_case, test_case_entries, type_name
 from .pyfile import parse_py_test_file
-from .seeds import load_initial_data, load_seed
+from .seeds import check_seed, load_initial_data, load_seed
 from .yamlio import parse_yaml, read_text, yaml_error_message
 
 DEFAULT_RELEASE = "testlist_thinkingbox_bench_v1.yaml"
@@ -48,6 +53,34 @@ def default_root() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "thinkingbox-bench-v1"
+
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+class ReleaseSupport(BaseModel):
+    """What tbx can run of one release list: its tasks, how many of them load and have a
+    tbx domain, and the servers of the others (server -> task count)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tasks: int
+    runnable: int
+    unsupported_servers: dict[str, int] = {}
+
+
+def _known_domain(name: str) -> Domain | None:
+    """The tbx domain of a short name, server name or export module (``mcp_<server>``)."""
+    for candidate in (name, name.removeprefix("mcp_")):
+        if candidate in domain_names() or candidate in server_to_domain():
+            return load_domain(candidate)
+    return None
+
+
+def _server_label(task: Task, scenario: Scenario | None) -> str:
+    """The server a task runs on: its own init's, else its scenario's first."""
+    servers = scenario.servers if scenario is not None else []
+    return task.server or next(iter(task.init), None) or next(iter(servers), None) or task.scenario
 
 
 class Benchmark(BaseModel):
@@ -67,6 +100,10 @@ class Benchmark(BaseModel):
     test_cases: dict[str, Task]
     test_case_count: int
     problems: list[Problem]
+    release_support: dict[str, ReleaseSupport] = {}
+    # Base rows by export module, checked (and, in a checkout, derived) at load for every
+    # domain of the selected tasks, so an attempt never reads or judges the data files.
+    _seeds: dict[str, Rows] = PrivateAttr(default_factory=dict)
 
     # -- lookups
     def task(self, task_id: str) -> Task:
@@ -102,21 +139,19 @@ class Benchmark(BaseModel):
         return [(c.tool, dict(c.parameters)) for c in init.golden_tool_interactions if c.tool]
 
     # -- seeds
-    def seed(self, server_or_module: str) -> dict[str, list[dict[str, Any]]]:
-        """Base tables ``{table: rows}`` of a server (export layout: ``servers/<module>/seed.json``)."""
+    def seed(self, server_or_module: str) -> Rows:
+        """Base tables ``{table: rows}`` of a server (by server name, export module or tbx
+        domain): the export's ``servers/<module>/seed.json``, or in a checkout the rows
+        derived from its ``initial_data`` files. A fresh copy of the tables' lists."""
+        domain = _known_domain(server_or_module)
         module = server_or_module
         if not (self.root / "servers" / module).is_dir():
-            module = server_module(server_or_module)
-        if not (self.root / "servers" / module / "seed.json").is_file() and self.layout == "checkout":
-            raise DatasetError(
-                [
-                    Problem(
-                        path="servers",
-                        message="a checkout has no servers/<module>/seed.json; use initial_data()",
-                    )
-                ]
-            )
-        return load_seed(self.root, module)
+            module = domain.module if domain is not None else server_module(server_or_module)
+        cached = self._seeds.get(module)
+        if cached is None:
+            cached = read_seed(self.root, self.layout, module, domain)
+            self._seeds[module] = cached
+        return {table: list(rows) for table, rows in cached.items()}
 
     def initial_data(self) -> dict[str, dict[str, Any]]:
         """Checkout layout: ``{module_dir: {stem: rows}}`` from ``servers/**/initial_data/*.json``."""
@@ -141,6 +176,23 @@ class Benchmark(BaseModel):
 
 
 # ---------------------------------------------------------------- reading
+
+
+def read_seed(root: Path, layout: Layout, module: str, domain: Domain | None) -> Rows:
+    """One server's base rows from the data (no cache); raises DatasetError naming each
+    problem. A known domain's export seed is checked against its tables."""
+    if layout == "checkout":
+        if domain is None:
+            raise DatasetError(
+                [Problem(path="servers", message=f"tbx has no domain for server module {module!r}")]
+            )
+        return checkout_seed(root, domain)
+    seed = load_seed(root, module)
+    if domain is not None:
+        problems = check_seed(root, domain, seed)
+        if problems:
+            raise DatasetError(problems)
+    return seed
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -182,6 +234,8 @@ class _Loaded:
         self.releases: dict[str, list[str]] = {}
         self.release: str | None = None
         self.tasks: list[Task] = []
+        self.seeds: dict[str, Rows] = {}
+        self.unsupported: Counter[str] = Counter()
 
     def rel(self, p: Path) -> str:
         return _rel(p, self.root)
@@ -368,7 +422,78 @@ class _Loaded:
         for task in candidates:
             if self.check_task(task):
                 self.tasks.append(task)
+        self.report_unsupported()
         self.warn_unused_scenarios({t.id for t in candidates})
+
+    def report_unsupported(self) -> None:
+        if not self.unsupported:
+            return
+        known = ", ".join(sorted(server_to_domain()))
+        for server, n in sorted(self.unsupported.items()):
+            self.problems.append(
+                Problem(
+                    path=self.release or "dataset/test_case",
+                    message=f"server {server!r}: tbx has no domain for it ({n} task{'s' if n != 1 else ''}); "
+                    f"tbx runs {known}",
+                )
+            )
+
+    def load_seeds(self) -> None:
+        """Read and check the base rows of every domain the selected tasks use, then each
+        task's data_patch on them, as seeding will: what an attempt would refuse is found
+        here, before any sandbox boots (each problem names its file or task)."""
+        seeds: dict[str, Rows] = {}
+        for name in sorted({t.domain for t in self.tasks}):
+            domain = load_domain(name)
+            try:
+                seeds[name] = read_seed(self.root, self.layout, domain.module, domain)
+            except DatasetError as exc:
+                self.problems.extend(exc.problems)
+                continue
+            self.seeds[domain.module] = seeds[name]
+        usable: list[Task] = []
+        for task in self.tasks:
+            seed = seeds.get(task.domain)
+            if seed is None:
+                continue
+            try:
+                initial_rows(
+                    load_domain(task.domain).tables,
+                    seed,
+                    effective_init(task, self.scenarios[task.scenario]).data_patch,
+                )
+            except DataPatchError as exc:
+                self.problems.append(
+                    Problem(
+                        path=task.source,
+                        task=task.uid,
+                        field=f"init.{_server_label(task, self.scenarios[task.scenario])}.data_patch",
+                        message=str(exc),
+                    )
+                )
+                continue
+            usable.append(task)
+        self.tasks = usable
+
+    def release_support(self) -> dict[str, ReleaseSupport]:
+        out: dict[str, ReleaseSupport] = {}
+        for release, ids in self.releases.items():
+            runnable = 0
+            unsupported: Counter[str] = Counter()
+            for task_id in ids:
+                task = self.test_cases.get(task_id)
+                if task is None or task.scenario not in self.scenarios:
+                    continue
+                if task.domain in domain_names():
+                    runnable += 1
+                else:
+                    unsupported[_server_label(task, self.scenarios[task.scenario])] += 1
+            if release == self.release:  # checked in full: seeds and data patches too
+                runnable = len(self.tasks)
+            out[release] = ReleaseSupport(
+                tasks=len(ids), runnable=runnable, unsupported_servers=dict(sorted(unsupported.items()))
+            )
+        return out
 
     def check_task(self, task: Task) -> bool:
         def add(field: str | None, message: str, severity: Severity = "error") -> None:
@@ -389,6 +514,9 @@ class _Loaded:
                 )
                 ok = False
         if not ok:
+            return False
+        if task.domain not in domain_names():
+            self.unsupported[_server_label(task, scen)] += 1  # one problem per server: report_unsupported
             return False
         try:
             inits = effective_inits(task, scen)
@@ -424,7 +552,7 @@ class _Loaded:
             )
 
     def benchmark(self) -> Benchmark:
-        return Benchmark(
+        bench = Benchmark(
             root=self.root,
             layout=self.layout,
             scenarios=self.scenarios,
@@ -436,7 +564,10 @@ class _Loaded:
             test_cases=self.test_cases,
             test_case_count=self.count,
             problems=self.problems,
+            release_support=self.release_support(),
         )
+        bench._seeds.update(self.seeds)
+        return bench
 
 
 def _load(root: Path | str, release: str | Path | None) -> Benchmark:
@@ -455,6 +586,7 @@ def _load(root: Path | str, release: str | Path | None) -> Benchmark:
     loaded.load_test_cases()
     loaded.load_releases(release)
     loaded.select_tasks()
+    loaded.load_seeds()
     return loaded.benchmark()
 
 

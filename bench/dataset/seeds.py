@@ -7,8 +7,8 @@
   sandbox_auto_insurance/policy/initial_data/drivers.json``) ->
   :func:`load_initial_data` returns ``{module_dir: {file stem: rows}}`` with
   ``module_dir`` the folder holding ``initial_data`` relative to the nearest
-  ``toolslib`` folder (``sandbox_auto_insurance/policy``). Mapping those to
-  state table names is server-specific and left to the ``servers`` package.
+  ``toolslib`` folder (``sandbox_auto_insurance/policy``). Each domain's tables
+  are derived from them by :mod:`bench.dataset.checkout_seeds`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
+
+from servers.engine.rows import format_validation_error, validate_row
+from servers.engine.tools import Domain
 
 from .errors import DatasetError, Problem
 from .parse import type_name
@@ -55,6 +60,34 @@ def load_seed(root: Path, module: str) -> dict[str, list[dict[str, Any]]]:
     if problems:
         raise DatasetError(problems)
     return data
+
+
+def check_seed(root: Path, domain: Domain, seed: dict[str, list[dict[str, Any]]]) -> list[Problem]:
+    """What in an export's seed.json the domain's tables would refuse at seeding time:
+    unknown tables and invalid rows, each named (found before any sandbox boots)."""
+    rel = _rel(seed_path(root, domain.module), Path(root))
+    specs = {t.name: t for t in domain.tables}
+    problems = [
+        Problem(
+            path=rel, field=name, message=f"unknown table of {domain.server} (tables: {', '.join(specs)})"
+        )
+        for name in seed
+        if name not in specs
+    ]
+    for name, rows in seed.items():
+        spec = specs.get(name)
+        if spec is None:
+            continue
+        for i, raw in enumerate(rows):
+            try:
+                validate_row(spec, raw)
+            except ValidationError as exc:
+                problems.append(
+                    Problem(
+                        path=rel, field=f"{name}[{i}]", message=f"invalid row: {format_validation_error(exc)}"
+                    )
+                )
+    return problems
 
 
 def _module_dir(initial_data_dir: Path, servers_dir: Path) -> str:

@@ -24,5 +24,8 @@ DOMAIN = Domain(
         (policy_search_tool("knowledge_base_search_policy"),),
     ),
     policy_tool="knowledge_base_search_policy",
+    seed_folders=tuple(
+        (sub, f"sandbox_auto_insurance/{sub}") for sub in ("zendesk", "policy", "billing", "claims", "crm")
+    ),
 )
 DOMAIN.check()

@@ -69,5 +69,25 @@ DOMAIN = Domain(
         (policy_search_tool(POLICY_TOOL),),
     ),
     policy_tool=POLICY_TOOL,
+    # Toolsets without tables (background_check, nda, approver_lookup, hardware_procurement,
+    # the knowledge base) ship empty initial_data folders and need no entry.
+    seed_folders=tuple(
+        (sub, f"sandbox_consulting/{sub}")
+        for sub in (
+            "zendesk",
+            "software_catalog",
+            "salesforce_crm",
+            "workday",
+            "okta",
+            "mavenlink",
+            "concur",
+            "asset_management",
+            "license_management",
+            "degreed",
+            "client_access",
+            "approval",
+            "box",
+        )
+    ),
 )
 DOMAIN.check()

@@ -155,10 +155,23 @@ class Domain:
     tables: tuple[TableSpec, ...]
     tools: tuple[Tool, ...]
     policy_tool: str | None = None  # name of the policy-search tool, if any
+    # Where a thinkingbox-data checkout keeps this server's base rows: (table-name prefix,
+    # folder under the server package's `toolslib/`). A table `<prefix>_<stem>` is seeded
+    # from `<folder>/initial_data/<stem>.json` (the longest matching prefix wins). Read off
+    # the data: file stems, the model paths of the export's tables.json and its seed rows.
+    seed_folders: tuple[tuple[str, str], ...] = ()
 
     @property
     def module(self) -> str:
         return export_module(self.server)
+
+    def seed_file(self, table: str) -> str:
+        """A table's seed file in a checkout, relative to the server package's `toolslib/`."""
+        matches = [(p, d) for p, d in self.seed_folders if table.startswith(p + "_")]
+        if not matches:
+            raise KeyError(f"{self.name}: no seed folder declared for table {table!r}")
+        prefix, folder = max(matches, key=lambda m: len(m[0]))
+        return f"{folder}/initial_data/{table[len(prefix) + 1 :]}.json"
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -40,5 +40,9 @@ DOMAIN = Domain(
     tables=TABLES,
     tools=collect((policy_search_tool(POLICY_TOOL),), zendesk_tools("neobank"), MAIN_TOOLS),
     policy_tool=POLICY_TOOL,
+    seed_folders=(
+        ("zendesk", "sandbox_neobank_support/zendesk"),
+        ("sandbox_neobank_support_main_models", "sandbox_neobank_support/main"),
+    ),
 )
 DOMAIN.check()

@@ -29,5 +29,23 @@ DOMAIN = Domain(
     tables=TABLES,
     tools=TOOLS,
     policy_tool="search_policy",
+    # Retail uses the shared Zendesk data; its own tables are named after their model modules.
+    seed_folders=(
+        ("zendesk", "zendesk"),
+        *(
+            (f"external_retail_toolset_{sub}_models", f"external_retail_toolset/{sub}")
+            for sub in (
+                "oms",
+                "stripe",
+                "extend",
+                "jobber",
+                "loop_returns",
+                "netsuite",
+                "promo",
+                "salesforce",
+                "shopify_pim",
+            )
+        ),
+    ),
 )
 DOMAIN.check()

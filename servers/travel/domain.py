@@ -27,5 +27,17 @@ DOMAIN = Domain(
         lookup.TOOLS,
     ),
     policy_tool=POLICY_TOOL,
+    seed_folders=tuple(
+        (sub, f"external_booking/{sub}")
+        for sub in (
+            "zendesk",
+            "booking_api",
+            "corporate_api",
+            "crm_api",
+            "hotel_partner_api",
+            "payment_api",
+            "lookup",
+        )
+    ),
 )
 DOMAIN.check()

@@ -34,6 +34,7 @@ from bench.dataset import (
     recursive_merge,
     validate_benchmark,
 )
+from servers.registry import load_domain
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = Path(os.environ.get("TBX_DATASET") or REPO.parent / "shared/benchmarks/thinkingbox-bench-v1")
@@ -170,8 +171,9 @@ def test_validate_command_on_real_data(root: Path) -> None:
     assert validate_command(root, out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines[-1].startswith("507 tasks in release list, 577 test cases, 5 scenarios: OK")
+    assert lines[-2] == f"release {RELEASE} (checked): 507 tasks, tbx runs 507"
     # the only remarks are warnings about the five development files outside the release
-    assert all(": warning: " in line for line in lines[:-1])
+    assert all(": warning: " in line for line in lines[:-2])
 
 
 # ---------------------------------------------------------------- merge rules (canonicalization.md 7)
@@ -201,11 +203,21 @@ def test_recursive_merge_rules() -> None:
 
 # ---------------------------------------------------------------- synthetic fixtures
 
+# A scenario of its own on a real tbx server (a task tbx has no domain for is an error),
+# with rows of one of its simplest tables.
+SERVER = "sandbox_external_retail"
+TABLE = "external_retail_toolset_netsuite_models_inventory_records"
+
+
+def item(sku: str) -> dict[str, Any]:
+    return {"sku": sku, "available_quantity": 1, "reserved_quantity": 0}
+
+
 SCENARIO = {
     "world_state": {
-        "demo": {
+        SERVER: {
             "sources": [{"name": "policy.md", "snippets": ["synthetic policy"]}],
-            "data_patch": {"items": [{"id": "seed-1"}]},
+            "data_patch": {TABLE: [item("seed-1")]},
             "golden_test_case": None,
             "rubrics": None,
         }
@@ -222,8 +234,8 @@ def good_case(uid: str, **overrides: Any) -> dict[str, Any]:
         "query": f"synthetic query {uid}",
         "user_context": "synthetic context",
         "init": {
-            "demo": {
-                "data_patch": {"items": [{"id": f"{uid}-1"}], "other": []},
+            SERVER: {
+                "data_patch": {TABLE: [item(f"{uid}-1")], "zendesk_tickets": []},
                 "golden_test_case": {
                     "tool_interactions": [
                         {"tool": "get_item", "parameters": {"id": f"{uid}-1"}},
@@ -258,7 +270,7 @@ def make_export(
         release = [f"{file}.py:{c['uid']}" for c in cases]
     if release is not None:
         write(tmp / "releases/testlist_demo.yaml", release)
-    write(tmp / "servers/mcp_demo/seed.json", json.dumps({"items": [{"id": "seed-1"}]}))
+    write(tmp / f"servers/mcp_{SERVER}/seed.json", json.dumps({TABLE: [item("seed-1")]}))
     return tmp
 
 
@@ -271,17 +283,17 @@ def test_synthetic_export_and_scenario_merge(tmp_path: Path) -> None:
     assert [t.id for t in bench.tasks] == ["demo_group1.py:t_1", "demo_group1.py:t_2"]
     task = bench.tasks[0]
     assert (
-        task.domain == "demo"
-        and task.server == "demo"
+        task.domain == "retail"
+        and task.server == SERVER
         and task.source == "dataset/test_case/demo/demo_group1.yaml"
     )
     eff = bench.effective_init(task)
     # dicts merge, lists concatenate (scenario rows first)
-    assert eff.data_patch == {"items": [{"id": "seed-1"}, {"id": "t_1-1"}], "other": []}
+    assert eff.data_patch == {TABLE: [item("seed-1"), item("t_1-1")], "zendesk_tickets": []}
     assert [s.name for s in eff.sources] == ["policy.md"]
     assert eff.golden_tools == ["get_item", "set_item"]
     assert bench.scenarios["demo"].tools[1].override_description == "synthetic"
-    assert bench.seed("demo") == {"items": [{"id": "seed-1"}]}
+    assert bench.seed(SERVER) == {TABLE: [item("seed-1")]}
 
 
 # ---------------------------------------------------------------- .py checkout layout (ast, never executed)
@@ -313,10 +325,10 @@ def test_one(x, judge):
       line two
     tags: [case:one]
     init:
-      demo:
+      sandbox_external_retail:
         data_patch:
-          items:
-          - id: one-1
+          external_retail_toolset_netsuite_models_inventory_records:
+          - {sku: one-1, available_quantity: 1, reserved_quantity: 0}
         golden_test_case:
           tool_interactions:
           - tool: get_item
@@ -332,7 +344,7 @@ def test_two(x, judge):
     query: synthetic question two
     max_user_sim_turns: 3
     init:
-      demo:
+      sandbox_external_retail:
         data_patch: {}
         golden_test_case:
           tool_interactions:
@@ -349,7 +361,7 @@ def test_three_custom(x, judge):
     """!
     query: synthetic question three
     init:
-      demo:
+      sandbox_external_retail:
         data_patch: {}
     """
     assert "something" in x.response
@@ -362,8 +374,10 @@ def make_checkout(tmp: Path, py_text: str = PY_TASK_FILE) -> Path:
     write(tmp / "dataset/test_case/demo/demo_group1.py", py_text)
     write(tmp / "releases/testlist_demo.yaml", ["demo_group1.py:test_two", "demo_group1.py:test_one"])
     toolslib = tmp / "servers/tb_pkg/tb_pkg/toolslib"
-    write(toolslib / "demo/main/initial_data/items.json", json.dumps([{"id": "seed-1"}]))
-    write(toolslib / "zendesk/initial_data/tickets.json", json.dumps([{"id": "1"}]))
+    retail = load_domain("retail")
+    for spec in retail.tables:
+        write(toolslib / retail.seed_file(spec.name), "[]")
+    write(toolslib / retail.seed_file(TABLE), json.dumps([item("seed-1")]))
     return tmp
 
 
@@ -384,11 +398,12 @@ def test_py_docstring_layout_parsed_with_ast(tmp_path: Path) -> None:
     assert two.checks == [CHECK_DATABASE, CHECK_RUBRICS] and two.rubrics == ["synthetic rubric?"]
     three = bench.task("demo_group1.py:test_three_custom")
     assert three.checks == ["custom_python"]
-    assert bench.effective_init(one).data_patch == {"items": [{"id": "seed-1"}, {"id": "one-1"}]}
-    assert bench.initial_data() == {
-        "demo/main": {"items": [{"id": "seed-1"}]},
-        "zendesk": {"tickets": [{"id": "1"}]},
-    }
+    assert bench.effective_init(one).data_patch == {TABLE: [item("seed-1"), item("one-1")]}
+    assert bench.initial_data()["external_retail_toolset/netsuite"] == {"inventory_records": [item("seed-1")]}
+    # derived through the table's row model: defaults filled in, as the export's seed.json has them
+    defaults = {"warehouse_location": None, "restock_date": None, "expected_restock_quantity": None}
+    assert bench.seed(SERVER)[TABLE] == [{**item("seed-1"), **defaults}]
+    assert all(bench.seed(SERVER)[t.name] == [] for t in load_domain("retail").tables if t.name != TABLE)
 
 
 def test_py_module_defaults_apply_only_after_their_position() -> None:
@@ -464,24 +479,24 @@ def test_invalid_yaml_file(tmp_path: Path) -> None:
 
 def test_data_patch_not_a_mapping(tmp_path: Path) -> None:
     bad = good_case("t_bad")
-    bad["init"]["demo"]["data_patch"] = [{"id": 1}]
+    bad["init"][SERVER]["data_patch"] = [{"id": 1}]
     errors = errors_of(validate_benchmark(make_export(tmp_path, [bad])))
     assert errors == [
-        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.demo.data_patch: "
+        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.sandbox_external_retail.data_patch: "
         "must be a mapping of table -> list of rows, got list"
     ]
 
 
 def test_bad_rows_and_golden_without_tool_name(tmp_path: Path) -> None:
     bad = good_case("t_bad")
-    bad["init"]["demo"]["data_patch"]["items"] = [{"id": 1}, "not a row"]
-    bad["init"]["demo"]["data_patch"]["other"] = {"id": 2}
-    bad["init"]["demo"]["golden_test_case"]["tool_interactions"][1] = {"parameters": {"id": 1}}
+    bad["init"][SERVER]["data_patch"][TABLE] = [item("a"), "not a row"]
+    bad["init"][SERVER]["data_patch"]["zendesk_tickets"] = {"id": 2}
+    bad["init"][SERVER]["golden_test_case"]["tool_interactions"][1] = {"parameters": {"id": 1}}
     errors = errors_of(validate_benchmark(make_export(tmp_path, [bad])))
-    prefix = "dataset/test_case/demo/demo_group1.yaml: t_bad: init.demo."
+    prefix = "dataset/test_case/demo/demo_group1.yaml: t_bad: init.sandbox_external_retail."
     assert errors == [
-        prefix + "data_patch.items[1]: row must be a mapping of column -> value, got string",
-        prefix + "data_patch.other: must be a list of rows (mappings), got mapping",
+        prefix + f"data_patch.{TABLE}[1]: row must be a mapping of column -> value, got string",
+        prefix + "data_patch.zendesk_tickets: must be a list of rows (mappings), got mapping",
         prefix + "golden_test_case.tool_interactions[1].tool: missing tool name",
     ]
 
@@ -505,17 +520,17 @@ def test_unknown_scenario(tmp_path: Path) -> None:
 
 def test_golden_tool_not_in_scenario_tools(tmp_path: Path) -> None:
     bad = good_case("t_bad")
-    bad["init"]["demo"]["golden_test_case"]["tool_interactions"][0]["tool"] = "drop_tables"
+    bad["init"][SERVER]["golden_test_case"]["tool_interactions"][0]["tool"] = "drop_tables"
     errors = errors_of(validate_benchmark(make_export(tmp_path, [bad])))
     assert errors == [
-        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.demo.golden_test_case.tool_interactions[0].tool: "
+        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.sandbox_external_retail.golden_test_case.tool_interactions[0].tool: "
         "tool 'drop_tables' is not in scenario 'demo''s tools list"
     ]
 
 
 def test_one_bad_task_among_good_ones(tmp_path: Path) -> None:
     bad = good_case("t_bad")
-    bad["init"]["demo"]["data_patch"] = "oops"
+    bad["init"][SERVER]["data_patch"] = "oops"
     cases = [good_case("t_1"), bad, good_case("t_3"), good_case("t_4", scenario="missing")]
     root = make_export(tmp_path, cases)
     with pytest.raises(DatasetError) as exc:
@@ -523,14 +538,15 @@ def test_one_bad_task_among_good_ones(tmp_path: Path) -> None:
     assert len(errors_of(list(exc.value.problems))) == 2
     message = str(exc.value)
     assert (
-        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.demo.data_patch: must be a mapping" in message
+        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.sandbox_external_retail.data_patch: must be a mapping"
+        in message
     )
     assert "dataset/test_case/demo/demo_group1.yaml: t_4: scenario: unknown scenario 'missing'" in message
 
     bench = load_benchmark(root, strict=False)
     assert [t.uid for t in bench.tasks] == ["t_1", "t_3"]
     assert {p.task for p in bench.errors} == {"t_bad", "t_4"}
-    assert {p.field for p in bench.errors} == {"init.demo.data_patch", "scenario"}
+    assert {p.field for p in bench.errors} == {"init.sandbox_external_retail.data_patch", "scenario"}
 
 
 def test_release_id_without_task(tmp_path: Path) -> None:
@@ -562,13 +578,14 @@ def test_duplicate_uid_and_rubric_check_without_rubrics(tmp_path: Path) -> None:
 
 def test_validate_command_reports_and_fails(tmp_path: Path) -> None:
     bad = good_case("t_bad")
-    bad["init"]["demo"]["data_patch"] = 3
+    bad["init"][SERVER]["data_patch"] = 3
     out = io.StringIO()
     assert validate_command(make_export(tmp_path, [good_case("t_1"), bad]), out=out) == 1
     lines = out.getvalue().splitlines()
     assert lines == [
-        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.demo.data_patch: "
+        "dataset/test_case/demo/demo_group1.yaml: t_bad: init.sandbox_external_retail.data_patch: "
         "must be a mapping of table -> list of rows, got integer",
+        "release releases/testlist_demo.yaml (checked): 2 tasks, tbx runs 1",
         "2 tasks in release list, 2 test cases, 1 scenarios: FAILED (1 error; 1 usable tasks)",
     ]
 

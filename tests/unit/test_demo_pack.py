@@ -41,8 +41,9 @@ def pack() -> Benchmark:
 def test_validate_command_reports_no_problem() -> None:
     out = io.StringIO()
     assert validate_command(PACK, out=out) == 0
-    # no warning either: the only line is the summary
-    (summary,) = out.getvalue().splitlines()
+    # no warning either: what tbx runs of the one release, then the summary
+    release, summary = out.getvalue().splitlines()
+    assert release == "release releases/testlist_demo.yaml (checked): 15 tasks, tbx runs 15"
     assert summary.startswith("15 tasks in release list, 15 test cases, 5 scenarios")
     assert summary.endswith(": OK")
 
