@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
 from bench.report.metrics import RunMetrics, mark_pareto, metrics_for_run
+from bench.report.views import CANONICAL
 from bench.run.results import ResultsError, load_run
 
 
@@ -49,8 +50,9 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 
 def report_json(report: Report) -> dict[str, Any]:
-    """One run: that run's metrics object. Several: {"runs": [...], "pareto_frontier": [...]}."""
+    """One run: that run's metrics object (its `view` says which; `diagnostic` the other).
+    Several: {"view": ..., "runs": [...], "pareto_frontier": [...]} (the frontier of the canonical view)."""
     runs = [r.model_dump(mode="json") for r in report.runs]
     if len(runs) == 1:
         return runs[0]
-    return {"runs": runs, "pareto_frontier": report.pareto_frontier}
+    return {"view": str(CANONICAL), "runs": runs, "pareto_frontier": report.pareto_frontier}

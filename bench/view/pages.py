@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from bench.dataset import Task
+from bench.report.views import CANONICAL, DIAGNOSTIC, view_title
 from bench.rollout.trajectory import Message, ToolCall, Trajectory
 from bench.view.diff import RowDiff, TableDiff
 from bench.view.load import Attempt, Run
@@ -186,8 +187,13 @@ def task_page(
     body = [
         f'<nav class="crumbs"><a href="{root}index.html">tasks</a> › {_e(row.task_id)}</nav>',
         f"<h1>{_e(row.task_id)}</h1>",
-        f"<p>domain <b>{_e(row.domain)}</b> · passed {passed}/{valid} valid attempts"
-        + (f" · {errors} system errors" if errors else "")
+        f"<p>domain <b>{_e(row.domain)}</b> · passed {passed}/{valid + errors} attempts"
+        + (
+            f" ({view_title(CANONICAL)}: {errors} unresolved system errors count as failed) · "
+            f"{passed}/{valid} valid attempts ({view_title(DIAGNOSTIC)})"
+            if errors
+            else ""
+        )
         + (f" · scenario <code>{_e(task.scenario)}</code>" if task else "")
         + "</p>",
     ]
@@ -513,7 +519,8 @@ def attempt_page(
         tb = (a.error or {}).get("traceback")
         body.append(
             _message(
-                "system error (not scored)",
+                f"system error (a failed attempt in the {view_title(CANONICAL)} score, "
+                f"left out of the {view_title(DIAGNOSTIC)} one)",
                 "error-box",
                 _text(row.error or (rec.system_error if rec else ""))
                 + (f"<pre>{_e(tb)}</pre>" if tb else ""),

@@ -244,7 +244,10 @@ def test_site_pages_and_relative_links(tmp_path: Path) -> None:
     missing = (site / two["runs"][0]["a"][1]).read_text()
     assert "no attempt record at attempts/t_two-r1.json" in missing
     error = (site / two["runs"][0]["a"][0]).read_text()
-    assert "system error (not scored)" in error and "RuntimeError: boom" in error
+    assert "system error (a failed attempt in the canonical score" in error and "RuntimeError: boom" in error
+    task_two = (site / two["href"]).read_text()
+    assert "passed 0/2 attempts (canonical: 1 unresolved system errors count as failed)" in task_two
+    assert "0/1 valid attempts (diagnostic, system errors excluded)" in task_two
 
 
 def test_cli_writes_site_and_linked_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
