@@ -31,7 +31,8 @@ def register(sub: Any) -> None:
 
 def conformance_command(args: argparse.Namespace) -> int:
 
-    from bench.dataset import default_root, load_benchmark
+    from bench.cli.datasets import benchmark_for
+    from bench.dataset import default_root
     from bench.replay.conformance import run_conformance
     from sandbox.labels import ORPHAN_TTL
     from sandbox.sweeper import sweep
@@ -43,9 +44,7 @@ def conformance_command(args: argparse.Namespace) -> int:
         print(f"tbx conformance: no traces at {traces_dir}", file=sys.stderr)
         return 2
     sweep(older_than=ORPHAN_TTL, orphans=True)
-    bench = load_benchmark(dataset, strict=False)
-    for p in bench.errors:
-        print(f"warning: {p}", file=sys.stderr)
+    bench = benchmark_for("tbx conformance", dataset)
     unknown = [d for d in args.domain or [] if d not in domain_names()]
     if unknown:
         print(

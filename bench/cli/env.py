@@ -98,9 +98,9 @@ def _is_file(text: str) -> bool:
 def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from bench.cli.datasets import benchmark_for
     from bench.cli.run import select_tasks
     from bench.cli.served import GracefulServer
-    from bench.dataset import load_benchmark
     from bench.env.host import EnvHost, EnvOptions
     from bench.env.server import EnvServer
     from bench.llm.config import load_models_config
@@ -113,12 +113,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tbx env serve: {exc}", file=sys.stderr)
         return 2
-    bench = load_benchmark(Path(args.dataset), release=release, strict=False)
-    for p in bench.errors:
-        print(f"warning: {p}", file=sys.stderr)
-    if release is not None and bench.release is None:
-        print(f"tbx env serve: the task list {release} could not be used (see the warnings)", file=sys.stderr)
-        return 2
+    bench = benchmark_for("tbx env serve", args.dataset, release)
     tasks = select_tasks(bench, ids, args.domain)
     config = load_models_config(args.config)
     opts = EnvOptions(

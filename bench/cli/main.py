@@ -17,6 +17,7 @@ tbx compare A B [C ...] [--json] [--out DIR] [--seed S]
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 
@@ -36,8 +37,13 @@ from bench.cli import (
     up,
     view,
 )
+from bench.dataset import DatasetError
 from bench.run.errors import RunError
 from sandbox.errors import SandboxError
+from servers.registry import UnknownDomainError
+
+# A place tbx was told to write to that cannot take it: the user's to fix, not a crash.
+_UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
 
 COMMANDS = (
     images,
@@ -74,12 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         code = int(args.fn(args))
+    except DatasetError as exc:  # bad data is a usage error, found before anything started
+        print(exc, file=sys.stderr)
+        code = 2
+    except UnknownDomainError as exc:
+        print(f"tbx: {exc.args[0]}", file=sys.stderr)
+        code = 2
     except RunError as exc:
         print(exc, file=sys.stderr)
         code = 1
     except SandboxError as exc:
         print(f"tbx: {exc}", file=sys.stderr)
         code = 2
+    except OSError as exc:
+        if exc.errno not in _UNWRITABLE:
+            raise
+        print(f"tbx: cannot write {exc.filename or 'the output'}: {exc.strerror}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:
         print("tbx: interrupted", file=sys.stderr)
         code = 130

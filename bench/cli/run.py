@@ -134,20 +134,19 @@ def _by_cause(counts: Mapping[str, int]) -> str:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from bench.cli.datasets import benchmark_for
     from bench.cli.progress import RunProgress
     from bench.cli.signals import run_async, stop_signals_as_interrupt
-    from bench.dataset import default_root, load_benchmark
     from bench.harness_names import HarnessError, parse_harness
     from bench.llm.config import load_models_config
     from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
     from bench.run.sizing import check_memory, default_concurrency
 
-    dataset = Path(args.dataset) if args.dataset else default_root()
-    bench = load_benchmark(dataset, release=args.release, strict=False)
-    for p in bench.errors:
-        print(f"warning: {p}", file=sys.stderr)
+    bench = benchmark_for("tbx run", args.dataset, args.release)
     tasks = select_tasks(bench, args.tasks, args.domain)
+    # The cheap checks first: an --out that cannot be written fails before endpoints and Docker.
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     config = load_models_config(args.config) if args.config else None
     builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
     if not builtin and config is None:

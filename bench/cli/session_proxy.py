@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from bench.cli.datasets import benchmark_for
     from bench.cli.served import GracefulServer
-    from bench.dataset import load_benchmark
     from bench.session_api.server import ServeOptions, session_proxy_app
     from bench.web_guard import policy_from_args
 
@@ -65,7 +65,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    bench = load_benchmark(Path(args.dataset), strict=False)
+    bench = benchmark_for("tbx session-proxy", args.dataset)
     opts = ServeOptions(
         warm=args.warm,
         record=Path(args.record) if args.record else None,

@@ -32,13 +32,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from bench.dataset import default_root, load_benchmark
+    from bench.cli.datasets import benchmark_for
 
-    bench = load_benchmark(
-        Path(args.dataset) if args.dataset else default_root(), release=args.release, strict=False
-    )
-    for problem in bench.errors:
-        print(f"warning: {problem}", file=sys.stderr)
+    bench = benchmark_for("tbx tasks list", args.dataset, args.release)
     for task in bench.tasks:
         if args.domain and task.domain not in args.domain:
             continue

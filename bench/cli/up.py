@@ -53,11 +53,11 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
 
 
 def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
-    from bench.dataset import default_root, load_benchmark
+    from bench.cli.datasets import benchmark_for
     from bench.prepare import sandbox_request
     from bench.run.attempt import task_tool_policy
 
-    bench = load_benchmark(Path(dataset) if dataset else default_root(), strict=False)
+    bench = benchmark_for("tbx up", dataset)
     matches = [t for t in bench.tasks if t.id == task_id or t.uid == task_id]
     if len(matches) != 1:
         raise SystemExit(f"tbx up: {task_id!r} matches {len(matches)} tasks; give the full id (file.py:uid)")

@@ -233,6 +233,7 @@ class _Loaded:
         self.layout: Layout = "export"
         self.releases: dict[str, list[str]] = {}
         self.release: str | None = None
+        self.release_missing = False  # a release was asked for and not found: no task is selected
         self.tasks: list[Task] = []
         self.seeds: dict[str, Rows] = {}
         self.unsupported: Counter[str] = Counter()
@@ -350,7 +351,12 @@ class _Loaded:
             names = {self.rel(p): p for p in lists}
             w = str(wanted)
             match = [r for r, p in names.items() if w in (r, p.name, p.stem) or p in (Path(w), self.root / w)]
+            # A release is also named by its folder (releases/<name>/), as the data repository does.
+            by_folder = [r for r, p in names.items() if p.parent.name == w and p.parent != folder]
+            if not match and len(by_folder) == 1:
+                match = by_folder
             if not match:
+                self.release_missing = True
                 self.problems.append(
                     Problem(
                         path="releases",
@@ -401,6 +407,8 @@ class _Loaded:
         self.releases[rel] = ids
 
     def select_tasks(self) -> None:
+        if self.release_missing:
+            return
         if self.release is None:
             candidates = list(self.test_cases.values())
         else:
