@@ -16,7 +16,9 @@ def register(sub: Any) -> None:
     judge_sub = judge.add_subparsers(dest="judge_command", required=True)
     rg = judge_sub.add_parser("regrade", help="recompute verdicts from recorded states (no agent runs)")
     rg.add_argument("results", help="results directory (RESULTS/attempts/*.json)")
-    rg.add_argument("--dataset", help="benchmark directory")
+    rg.add_argument(
+        "--dataset", help="benchmark directory, when the one the run's manifest names lacks its tasks"
+    )
     rg.add_argument(
         "--golden-cache", help="golden cache dir (default: $TBX_GOLDEN_CACHE or ~/.cache/tbx/golden)"
     )
@@ -34,19 +36,24 @@ def register(sub: Any) -> None:
 
 
 def regrade_command(args: argparse.Namespace) -> int:
-    from bench.dataset import default_root, load_benchmark
     from bench.llm.client import LLMClient
     from bench.llm.config import ModelsConfigError, judge_role_from_env
     from bench.llm.judge import rubric_judge
     from bench.run.golden import GoldenStore
     from bench.run.regrade import RegradeSummary, format_summary, regrade
+    from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
+    from bench.terminal_text import printable
     from judge.rubric import JudgeUnavailable
 
     results = Path(args.results)
     if not results.is_dir():
-        print(f"tbx judge regrade: {results} is not a directory", file=sys.stderr)
+        print(f"tbx judge regrade: {printable(results)} is not a directory", file=sys.stderr)
         return 2
-    bench = load_benchmark(Path(args.dataset) if args.dataset else default_root(), strict=False)
+    try:  # the dataset the run was made on (its manifest's), not the default one
+        bench = run_benchmark(results, run_task_ids(results), Path(args.dataset) if args.dataset else None)
+    except DatasetNotFound as exc:
+        print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
+        return 2
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
     client = judge = None
     # A judge named anywhere (flag or environment) grades what has no answers yet,
@@ -55,7 +62,7 @@ def regrade_command(args: argparse.Namespace) -> int:
         try:
             config = judge_role_from_env(model=args.judge_model, base_url=args.judge_base_url)
         except ModelsConfigError as exc:
-            print(f"tbx judge regrade: {exc}", file=sys.stderr)
+            print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
             return 2
         client = LLMClient(config, role="judge")
         judge = rubric_judge(client)
@@ -78,7 +85,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     try:
         summary = asyncio.run(run())
     except JudgeUnavailable as exc:
-        print(f"tbx judge regrade: {exc}", file=sys.stderr)
+        print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
         return 3
     if args.json:
         print(summary.model_dump_json(indent=2))

@@ -30,6 +30,7 @@ from bench.dataset import Benchmark
 from bench.run.errors import GradingError
 from bench.run.golden import GoldenStore
 from bench.run.grading import grade
+from bench.terminal_text import printable
 from judge import (
     AttemptRecord,
     JudgeUnavailable,
@@ -257,17 +258,23 @@ def _rewrite_rows(
 
 
 def format_summary(s: RegradeSummary) -> str:
+    """The summary for a terminal: recorded ids and error texts escaped (bench.terminal_text)."""
     lines = [
         f"regraded {s.regraded}/{s.attempts} attempts: {s.passed} passed"
-        + (f" ({s.passed / s.regraded:.1%})" if s.regraded else ""),
+        + (f" ({s.passed / s.regraded:.1%} of those regraded)" if s.regraded else ""),
     ]
     if s.skipped_system_errors:
-        lines.append(f"skipped {s.skipped_system_errors} attempts with system errors")
+        lines.append(
+            f"skipped {s.skipped_system_errors} attempts with system errors "
+            "(failed attempts in the canonical score: tbx report)"
+        )
     if s.signatures:
         lines.append("failure signatures: " + ", ".join(f"{k} {v}" for k, v in s.signatures.items()))
     if s.changed:
         lines.append(f"{len(s.changed)} verdicts changed:")
-        lines += [f"  {c.attempt} ({c.task_id}): {c.before or 'none'} -> {c.after}" for c in s.changed]
+        lines += [
+            printable(f"  {c.attempt} ({c.task_id}): {c.before or 'none'} -> {c.after}") for c in s.changed
+        ]
     if s.rubrics_graded:
         lines.append(f"graded the rubrics of {s.rubrics_graded} attempts of a --skip-rubrics run")
     if s.rubrics_still_skipped:
@@ -279,5 +286,5 @@ def format_summary(s: RegradeSummary) -> str:
         lines.append(f"golden states replayed: {s.golden_replays}")
     if s.errors:
         lines.append(f"{len(s.errors)} attempts could not be regraded:")
-        lines += [f"  {e}" for e in s.errors]
+        lines += [f"  {printable(e)}" for e in s.errors]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from bench.llm.config import Price
 from bench.report.metrics import manifest_harness, manifest_prices, manifest_repeats, manifest_role_models
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
+from bench.run.run_dataset import recorded_dataset_paths
 from judge.canonical import State
 from judge.record_files import terminal_state_of
 from judge.records import AttemptRecord
@@ -88,7 +89,6 @@ class Attempt:
         return self.run.path / "attempts"
 
 
-REPO = Path(__file__).resolve().parents[2]
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -182,12 +182,7 @@ def load_dataset(runs: list[Run], override: Path | None) -> tuple[Benchmark | No
         candidates.append(override)
     else:
         for run in runs:
-            d = run.manifest.get("dataset")
-            if isinstance(d, str) and d:
-                p = Path(d)
-                # a relative path was relative to where `tbx run` ran: often this checkout
-                # (`--dataset bench/packs/demo`)
-                candidates += [p] if p.is_absolute() else [p, run.path / p, REPO / p]
+            candidates += recorded_dataset_paths(run.manifest, run.path)
     tried: list[str] = []
     for p in candidates:
         if not p.is_dir():
