@@ -18,6 +18,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from bench.report.views import CANONICAL
+from bench.terminal_text import printable
+
 
 class RunState(Protocol):
     """What the run coordinator exposes for progress reporting."""
@@ -52,14 +55,21 @@ def nodes_text(state: RunState) -> str | None:
     return f"nodes {len(nodes)} alive: " + (", ".join(parts) or "none")
 
 
+def scored(counts: dict[str, int]) -> int:
+    """The attempts the pass rate so far is over: in the canonical view (bench.report.views)
+    an attempt whose system error outlasted its retries is a failed one."""
+    errors = counts["errors"] if CANONICAL.counts_errors_as_failures else 0
+    return counts["passed"] + counts["failed"] + errors
+
+
 def status_line(state: RunState, now: float | None = None) -> str:
     """One line with everything the live panel shows (the plain-text form)."""
     c = state.counts
-    judged = c["passed"] + c["failed"]
+    judged = scored(c)
     elapsed = (now or time.monotonic()) - state.started
     rate = f"{c['passed'] / judged:.0%}" if judged else "-"
     line = (
-        f"[{c['done']}/{state.total}] pass {rate} ({c['passed']}/{judged}) errors {c['errors']} "
+        f"[{c['done']}/{state.total}] pass {rate} ({c['passed']}/{judged} {CANONICAL}) errors {c['errors']} "
         f"retried {c.get('retried', 0)} "
         f"alive {c['alive']}+{getattr(state, 'warm_sandboxes', 0)} warm elapsed {_clock(elapsed)} eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"
     )
@@ -94,7 +104,7 @@ class RunProgress:
 
     def __call__(self, state: RunState, task: Any, repeat: int, summary: str) -> None:
         self.state = state
-        line = f"{task.id} #{repeat}: {summary[:200]}"
+        line = printable(f"{task.id} #{repeat}: {summary[:200]}")  # ids and error texts: recorded data
         if self._live is None:
             print(f"{status_line(state)} | {line}", file=self.stream, flush=True)
         elif not summary.startswith("pass"):  # Verdict.summary() of a pass is "pass"
@@ -107,7 +117,7 @@ class RunProgress:
             phase = getattr(state, "phase", "starting") if state is not None else "starting"
             return Text(f"tbx run: {phase}…")
         c = state.counts
-        judged = c["passed"] + c["failed"]
+        judged = scored(c)
         elapsed = time.monotonic() - state.started
         table = Table.grid(padding=(0, 2))
         table.add_row(
@@ -116,7 +126,7 @@ class RunProgress:
         )
         figures = Table.grid(padding=(0, 3))
         figures.add_row(
-            Text(f"pass {c['passed'] / judged:.1%}" if judged else "pass -", style="green"),
+            Text(f"pass {c['passed'] / judged:.1%} ({CANONICAL})" if judged else "pass -", style="green"),
             Text(f"failed {c['failed']}", style="yellow"),
             Text(f"system errors {c['errors']}", style="red" if c["errors"] else ""),
             Text(f"tries retried {c.get('retried', 0)}", style="yellow" if c.get("retried") else ""),

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.terminal_text import printable
 from bench.web_guard import GuardPolicy, add_guard_arguments
 
 VIEW_DIR = "view"
@@ -47,7 +48,7 @@ def view_command(args: argparse.Namespace) -> int:
     try:  # before the site is built, so a typo does not wait for it
         policy = policy_from_args(args.allow_host, args.allow_origin) if args.serve else None
     except ValueError as exc:
-        print(f"tbx view: {exc}", file=sys.stderr)
+        print(f"tbx view: {printable(exc)}", file=sys.stderr)
         return 2
     dirs = [Path(d) for d in args.dirs]
     base = Path(args.out) if args.out else (dirs[0] if len(dirs) == 1 else Path("tbx-report"))
@@ -72,10 +73,10 @@ def view_command(args: argparse.Namespace) -> int:
         if write:
             write_report(build_report(dirs), base)
     except (ResultsError, SiteError) as exc:
-        print(f"tbx view: {exc}", file=sys.stderr)
+        print(f"tbx view: {printable(exc)}", file=sys.stderr)
         return 2
     for note in result.notes:
-        print(f"tbx view: {note}", file=sys.stderr)
+        print(f"tbx view: {printable(note)}", file=sys.stderr)
     print(
         f"wrote {site / 'index.html'}: {result.tasks} tasks, {result.attempts} attempts "
         f"({result.rendered} pages rendered, the rest unchanged) from {result.runs} run(s) "

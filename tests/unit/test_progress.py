@@ -29,13 +29,13 @@ def test_eta_extrapolates_the_mean_attempt_time() -> None:
     assert eta_seconds(10, 10, 99.0) == 0.0
 
 
-def test_status_line_counts_pass_rate_over_judged_attempts_only() -> None:
+def test_status_line_counts_an_unresolved_system_error_as_a_failed_attempt() -> None:
     run = FakeRun(total=10, started=100.0)
     run.counts.update(done=4, passed=2, failed=1, errors=1, retried=3, alive=2)
     run.warm_sandboxes = 1
     line = status_line(run, now=140.0)
-    # 2 of 3 judged attempts passed; the system error is not in the denominator.
-    assert line.startswith("[4/10] pass 67% (2/3) errors 1 retried 3 alive 2+1 warm")
+    # canonical: 2 of 4 finished attempts passed; the system error (out of retries) is a failure
+    assert line.startswith("[4/10] pass 50% (2/4 canonical) errors 1 retried 3 alive 2+1 warm")
     assert "elapsed 00:40" in line and "eta 01:00" in line
 
 
@@ -75,7 +75,7 @@ def test_live_panel_shows_figures_and_lists_only_non_passing_attempts() -> None:
     # The final redraw of the panel (Live prints it once more on exit).
     for figure in (
         "3/5 attempts",
-        "pass 50.0%",
+        "pass 33.3% (canonical)",
         "failed 1",
         "system errors 1",
         "sandboxes alive 2 (+2 warm)",
@@ -89,3 +89,15 @@ def test_live_panel_before_attempts_names_the_phase() -> None:
     console = Console(file=io.StringIO(), force_terminal=True, width=120, color_system=None, record=True)
     console.print(RunProgress(stream=io.StringIO(), live=False).attach(run))
     assert "golden end states of 3 tasks" in console.export_text()
+
+
+def test_attempt_lines_escape_recorded_ids_and_error_texts() -> None:
+    out = io.StringIO()
+    run = FakeRun(total=1, started=time.monotonic())
+    progress = RunProgress(stream=out, live=False).attach(run)
+    with progress:
+        run.counts.update(done=1, errors=1)
+        progress(run, SimpleNamespace(id="t\x1b]0;title\x07"), 0, "system error: boom\x1b[2J\nforged")
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and len(text.splitlines()) == 1
+    assert text.rstrip().endswith("t\\x1b]0;title\\x07 #0: system error: boom\\x1b[2J\\nforged")
