@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "printable_lines"]
 
 # C0 controls, DEL, C1 controls (0x9b is an 8-bit CSI), line and paragraph
 # separators, and the bidirectional embeddings, overrides and isolates.
@@ -36,3 +36,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(value: object) -> str:
     """`value` as text with every control character shown as its escape (see the module)."""
     return _UNSAFE.sub(_escape, str(value))
+
+
+def printable_lines(value: object) -> str:
+    """`printable` for a message tbx wrote as several lines (one problem per line): its line
+    breaks are kept, every other control character is escaped."""
+    return "\n".join(printable(line) for line in str(value).split("\n"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.cli.signals import run_async, stop_signals_as_interrupt
+from bench.terminal_text import printable
 
 if TYPE_CHECKING:
     from bench.dataset import Task
@@ -61,7 +62,7 @@ def conformance_command(args: argparse.Namespace) -> int:
             return
         if not args.json:
             mark = "ok" if not info else "MISMATCH"
-            print(f"{mark:8} {task.id}", file=sys.stderr, flush=True)
+            print(f"{mark:8} {printable(task.id)}", file=sys.stderr, flush=True)
 
     with stop_signals_as_interrupt():
         reports = run_async(
@@ -77,5 +78,5 @@ def conformance_command(args: argparse.Namespace) -> int:
                 continue
             print(f"{d}: matched {r.matched}/{r.total}  ({r.seconds:.1f}s of sandbox time)")
             for m in r.mismatches:
-                print(f"  {m.task_id} [{m.kind}] {m.detail}")
+                print(printable(f"  {m.task_id} [{m.kind}] {m.detail}"))
     return 0 if all(r.matched == r.total for r in reports.values()) else 1

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
+from bench.terminal_text import printable
 from bench.web_guard import add_guard_arguments
 
 
@@ -135,7 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
     def stop_on_fatal(message: str) -> None:
         """A start-up condition waiting cannot cure: say so and exit, never 503 forever."""
         fatal.append(message)
-        print(f"tbx env serve: cannot serve: {message}", file=sys.stderr, flush=True)
+        print(f"tbx env serve: cannot serve: {printable(message)}", file=sys.stderr, flush=True)
         served.should_exit = True
 
     server = EnvServer(

@@ -39,6 +39,7 @@ from bench.cli import (
 )
 from bench.dataset import DatasetError
 from bench.run.errors import RunError
+from bench.terminal_text import printable, printable_lines
 from sandbox.errors import SandboxError
 from servers.registry import UnknownDomainError
 
@@ -73,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _dataset_error_text(exc: DatasetError) -> str:
+    """The error's summary line, then one line per problem, each escaped on its own line."""
+    problems = [str(p) for p in exc.problems]
+    text = str(exc)
+    head = text.removesuffix("\n" + "\n".join(problems)) if problems else text
+    return "\n".join(printable(line) for line in [head, *problems])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -80,22 +89,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         code = int(args.fn(args))
+    # Messages quote data (task ids, paths, error texts): shown escaped (bench.terminal_text).
     except DatasetError as exc:  # bad data is a usage error, found before anything started
-        print(exc, file=sys.stderr)
+        print(_dataset_error_text(exc), file=sys.stderr)
         code = 2
     except UnknownDomainError as exc:
-        print(f"tbx: {exc.args[0]}", file=sys.stderr)
+        print(f"tbx: {printable(exc.args[0])}", file=sys.stderr)
         code = 2
     except RunError as exc:
-        print(exc, file=sys.stderr)
+        print(printable(exc), file=sys.stderr)
         code = 1
-    except SandboxError as exc:
-        print(f"tbx: {exc}", file=sys.stderr)
+    except SandboxError as exc:  # may carry a build log: its lines kept
+        print(f"tbx: {printable_lines(exc)}", file=sys.stderr)
         code = 2
     except OSError as exc:
         if exc.errno not in _UNWRITABLE:
             raise
-        print(f"tbx: cannot write {exc.filename or 'the output'}: {exc.strerror}", file=sys.stderr)
+        print(printable(f"tbx: cannot write {exc.filename or 'the output'}: {exc.strerror}"), file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         print("tbx: interrupted", file=sys.stderr)

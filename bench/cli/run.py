@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, POLICY_SEARCHES, WALL_CLOCK
 from bench.run.causes import causes_text
 from bench.run.errors import RunError
+from bench.terminal_text import printable
 
 if TYPE_CHECKING:
     from bench.dataset import Task
@@ -124,7 +125,8 @@ def check_endpoint(base_url: str, role: str) -> None:
 
 
 def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)
+    """The coordinator's notices: they quote task ids and error texts (bench.terminal_text)."""
+    print(printable(message), file=sys.stderr)
 
 
 def _by_cause(counts: Mapping[str, int]) -> str:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.terminal_text import printable
+
 
 def register(sub: Any) -> None:
     tasks = sub.add_parser("tasks", help="inspect a benchmark's tasks")
@@ -47,7 +49,8 @@ def list_command(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print(f"{task.id}\t{task.domain}\t{'rubrics' if task.has_rubrics else '-'}\t{calls} golden calls")
+            cells = (task.id, task.domain, "rubrics" if task.has_rubrics else "-", f"{calls} golden calls")
+            print("\t".join(map(printable, cells)))  # the columns' tabs only (bench.terminal_text)
     return 0
 
 
@@ -75,7 +78,7 @@ def validate_command(dataset: Path, *, release: str | None = None, out: TextIO |
     stream = out if out is not None else sys.stdout
     bench = load_benchmark(dataset, release=release, strict=False)
     for problem in bench.problems:
-        print(problem, file=stream)
+        print(printable(problem), file=stream)
     for line in release_lines(bench):
         print(line, file=stream)
     errors = len(bench.errors)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.cli.main import main
 from bench.run.regrade import Change, RegradeSummary, format_summary
-from bench.terminal_text import printable
+from bench.terminal_text import printable, printable_lines
 
 HOSTILE = "session:\x1b[2J\x1b]0;owned\x07\x1b[31mred\r\nforged\u202eevil\x9b31m\x00"
 
@@ -62,3 +62,45 @@ def test_report_terminal_summary_is_labelled_and_escaped(
     assert "Diagnostic (diagnostic: system errors excluded from every denominator)" in lines
     diagnostic = [line for line in lines if line.startswith("| evil")][1]
     assert "100.0% [" in diagnostic
+
+
+def test_printable_lines_keeps_line_breaks_only() -> None:
+    assert printable_lines("problem one\x1b[2J\nproblem two\r") == "problem one\\x1b[2J\nproblem two\\r"
+
+
+def test_errors_tbx_ends_with_are_printed_escaped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.cli.report as report_cli
+    from bench.run.errors import RunError
+
+    def fail(args: object) -> int:
+        raise RunError(f"tbx run: attempt {HOSTILE} failed\nsecond line")
+
+    monkeypatch.setattr(report_cli, "report_command", fail)
+    assert main(["report", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err and len(err.splitlines()) == 1
+    assert err.rstrip().endswith("failed\\nsecond line")
+
+
+def test_a_dataset_error_is_one_escaped_line_per_problem(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.cli.report as report_cli
+    from bench.dataset import DatasetError
+    from bench.dataset.errors import Problem
+
+    problems = [
+        Problem(path="dataset/test_case/x.yaml", task=HOSTILE, message="bad seed"),
+        Problem(path="servers/y", message="unknown server"),
+    ]
+
+    def fail(args: object) -> int:
+        raise DatasetError(problems, "tbx run: 2 problems in the benchmark data at /d")
+
+    monkeypatch.setattr(report_cli, "report_command", fail)
+    assert main(["report", "x"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and lines[0] == "tbx run: 2 problems in the benchmark data at /d"
+    assert "\x1b" not in lines[1] and printable(HOSTILE) in lines[1] and "unknown server" in lines[2]
