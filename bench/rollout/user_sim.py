@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from bench.llm.client import LLMClient, UsageLedger
+from bench.rollout.agents.base import DONE_TAG
 from bench.rollout.trajectory import Approval, UserTurn
 
 STOP_TOKEN = "###STOP###"
-DONE_TAG = "<DONE>"
 CLOSING = "Thanks, that's all."
 NO_ANSWER = "I don't know."
 

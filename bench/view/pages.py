@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from bench.dataset import Task
+from bench.report.tables import fmt_usd
 from bench.report.views import CANONICAL, DIAGNOSTIC, view_title
 from bench.rollout.trajectory import Message, ToolCall, Trajectory
 from bench.view.diff import RowDiff, TableDiff
@@ -67,12 +68,6 @@ def fmt_num(x: float | int | None, digits: int = 1) -> str:
     if isinstance(x, int):
         return f"{x:,}"
     return f"{x:,.{digits}f}"
-
-
-def fmt_usd(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"${x:.4f}" if x < 1 else f"${x:,.2f}"
 
 
 def _sig(signature: str | None) -> str:
