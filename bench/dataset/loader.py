@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from servers.engine.seeding import DataPatchError, initial_rows
+from servers.engine.seeding import DataPatchError, validated_patch
 from servers.engine.tools import Domain
 from servers.registry import domain_names, load_domain, server_to_domain
 
@@ -448,7 +448,7 @@ class _Loaded:
 
     def load_seeds(self) -> None:
         """Read and check the base rows of every domain the selected tasks use, then each
-        task's data_patch on them, as seeding will: what an attempt would refuse is found
+        task's data_patch against the tables, as seeding will: what an attempt would refuse is found
         here, before any sandbox boots (each problem names its file or task)."""
         seeds: dict[str, Rows] = {}
         for name in sorted({t.domain for t in self.tasks}):
@@ -465,9 +465,8 @@ class _Loaded:
             if seed is None:
                 continue
             try:
-                initial_rows(
+                validated_patch(
                     load_domain(task.domain).tables,
-                    seed,
                     effective_init(task, self.scenarios[task.scenario]).data_patch,
                 )
             except DataPatchError as exc:

@@ -48,7 +48,19 @@ def initial_rows(
     unknown_seed = sorted(set(seed) - set(specs))
     if unknown_seed:
         raise DataPatchError(f"seed names unknown tables: {', '.join(unknown_seed)}")
+    for name, patch_rows in validated_patch(specs.values(), data_patch, now).items():
+        for patched in patch_rows:
+            state[name][specs[name].key_of(patched)] = patched  # dict keeps the first position of a key
+    return {name: list(rows.values()) for name, rows in state.items()}
 
+
+def validated_patch(
+    tables: Iterable[TableSpec], data_patch: Mapping[str, Any] | None, now: dt.datetime | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The patch's rows validated by their tables (file order), or DataPatchError naming
+    every table that fails (a dataset check calls this alone: the seed is checked once)."""
+    specs = {t.name: t for t in tables}
+    out: dict[str, list[dict[str, Any]]] = {}
     errors: list[str] = []
     for name, patch_rows in (data_patch or {}).items():
         if name not in specs:
@@ -57,18 +69,17 @@ def initial_rows(
         if not isinstance(patch_rows, list):
             errors.append(f"Table '{name}' must contain a list of items")
             continue
-        spec = specs[name]
+        rows = out.setdefault(name, [])
         for raw in patch_rows:
             try:
-                row = validate_row(spec, raw, now)
+                rows.append(validate_row(specs[name], raw, now))
             except ValidationError as exc:
                 # The reference stops this table at its first bad row; other tables go on.
                 errors.append(f"Validation error for table '{name}': {format_validation_error(exc)}")
                 break
-            state[name][spec.key_of(row)] = row  # dict keeps the first position of a key
     if errors:
         raise DataPatchError(f"Data patch validation failed: {'; '.join(errors)}")
-    return {name: list(rows.values()) for name, rows in state.items()}
+    return out
 
 
 def create_schema(
