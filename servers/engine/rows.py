@@ -30,6 +30,13 @@ _PY_TYPES: dict[str, Any] = {
 }
 
 
+# Every number is finite, as the schemas' "number" promises (pydantic's default lets NaN
+# and the infinities through): a non-finite value would be stored, and no later state
+# dump of the attempt would be JSON. Tool inputs and table rows (seeds, data patches,
+# tool writes) both refuse them, each with the ordinary validation error.
+FINITE_NUMBERS = ConfigDict(allow_inf_nan=False)
+
+
 @functools.cache
 def _enum_type(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
     return enum.Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
@@ -63,7 +70,7 @@ def _field_info(fs: FieldSpec, now: dt.datetime | None) -> Any:
 @functools.cache
 def row_model(spec: TableSpec, now: dt.datetime | None = None) -> type[BaseModel]:
     """The pydantic model validating one row of `spec` (`now` feeds wall-clock defaults)."""
-    config = ConfigDict(extra=spec.extra, use_enum_values=True, validate_default=False)
+    config = FINITE_NUMBERS | ConfigDict(extra=spec.extra, use_enum_values=True, validate_default=False)
     fields = {fs.name: (_annotation(fs), _field_info(fs, now)) for fs in spec.fields}
     return create_model(_model_name(spec.name), __config__=config, **fields)  # type: ignore[call-overload]
 

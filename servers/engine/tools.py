@@ -21,7 +21,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servers.engine.errors import ToolError as ToolError  # the tools raise it from here
-from servers.engine.rows import format_validation_error
+from servers.engine.rows import FINITE_NUMBERS, format_validation_error
 from servers.engine.schema import TableSpec
 from servers.engine.store import Store, StoreError
 
@@ -32,9 +32,9 @@ NOMINAL_NOW = dt.datetime(2025, 10, 1, 13, 0, 0, tzinfo=dt.UTC)
 
 
 class ToolInput(BaseModel):
-    """Base of every tool's input model: unknown parameters are rejected."""
+    """Base of every tool's input model: unknown parameters and non-finite numbers are rejected."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = FINITE_NUMBERS | ConfigDict(extra="forbid")
 
 
 @dataclass

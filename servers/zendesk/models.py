@@ -14,7 +14,9 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from servers.engine.rows import FINITE_NUMBERS
 from servers.engine.schema import FieldSpec
+from servers.engine.tools import ToolInput
 from servers.zendesk.variants import Variant
 
 
@@ -69,13 +71,13 @@ class UserRole(str, enum.Enum):  # noqa: UP042  (plain str-valued enum, as pydan
     ADMIN = "admin"
 
 
-class ZendeskInput(BaseModel):
+class ZendeskInput(ToolInput):
     """Zendesk tools ignore unknown top-level parameters."""
 
     model_config = ConfigDict(extra="ignore")
 
 
-_SHAPE_CONFIG = ConfigDict(extra="ignore")
+_SHAPE_CONFIG = FINITE_NUMBERS | ConfigDict(extra="ignore")
 
 
 @functools.cache

@@ -506,6 +506,18 @@ def test_create_refund(db: Retail) -> None:
     assert (reply["refund_id"], reply["amount"]) == ("RFD-20000002", -3.0)
 
 
+@pytest.mark.parametrize("amount", ["NaN", "nan", "inf", "-Infinity", "1e999", float("nan"), float("inf")])
+def test_create_refund_refuses_non_finite_amounts(db: Retail, amount: Any) -> None:
+    # The schema says "number": a non-finite one is the ordinary input error, and nothing is stored.
+    before = db.rows(REFUNDS)
+    args = {"order_id": "ORD-10000001", "customer_id": "CUS-1", "amount": amount,
+            "refund_reason": "late_delivery_compensation"}  # fmt: skip
+    assert db.call("create_refund", args) == err(
+        "create_refund", "Input validation failed: amount: Input should be a finite number"
+    )
+    assert db.rows(REFUNDS) == before
+
+
 def test_create_refund_links_to_a_charge_when_it_is_the_only_payment(db: Retail) -> None:
     db.call(
         "charge_customer",
