@@ -61,6 +61,34 @@ def state_hash(state: State) -> str:
     return hashlib.sha256(canonical_bytes(state)).hexdigest()
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as the hash sees them: Python's `==`, or the same canonical JSON text (a NaN
+    equals a NaN there, where `==` says it never equals anything)."""
+    if a == b:
+        return True
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float as the text JSON5 and JavaScript give it
+    ("NaN", "Infinity", "-Infinity"): strict JSON has no such number, and a state
+    answered to a client must serialise whatever a row holds. Hashes are taken of
+    the state itself, never of this form."""
+    if isinstance(value, float):
+        return _NON_FINITE.get(repr(value), value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def raw_state(conn: psycopg.Connection[Any], tables: Iterable[TableSpec]) -> dict[str, list[dict[str, Any]]]:
     """Every table's rows in storage order, as Python values (one snapshot)."""
     specs = list(tables)

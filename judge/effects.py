@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from judge.canonical import State
+from judge.canonical import State, same_value
 from judge.records import Difference, DifferenceKind, EffectOp, Effects, RowEffect, TableEffects
 from servers.engine.schema import TableSpec
 
@@ -49,7 +49,8 @@ def _specs(tables: Iterable[TableSpec], *states: State) -> list[TableSpec]:
 
 
 def _changed_fields(a: Row, b: Row) -> list[str]:
-    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    # same_value, not `!=`: a NaN read twice is two floats that never compare equal.
+    return sorted(k for k in a.keys() | b.keys() if not same_value(a.get(k), b.get(k)))
 
 
 def table_effects(spec: TableSpec, before: Sequence[Row], after: Sequence[Row]) -> TableEffects:
@@ -62,7 +63,7 @@ def table_effects(spec: TableSpec, before: Sequence[Row], after: Sequence[Row]) 
         old = b.get(key)
         if old is None:
             out.inserted.append(RowEffect(key=key, after=row))
-        elif old != row:
+        elif not same_value(old, row):
             fields = _changed_fields(old, row)
             out.updated.append(
                 RowEffect(
@@ -108,7 +109,7 @@ def table_differences(
             else:  # the attempt inserted a row golden does not have
                 out.append(Difference(kind="extra_effect", op="insert", table=name, key=key, actual=t))
             continue
-        if g == t:
+        if same_value(g, t):
             continue
         for f in _changed_fields(g, t):
             gv, tv = g.get(f), t.get(f)
@@ -116,9 +117,9 @@ def table_differences(
             op: EffectOp | None = None
             if i is not None:
                 iv = i.get(f)
-                if gv == iv:  # golden left the field alone, the attempt changed it
+                if same_value(gv, iv):  # golden left the field alone, the attempt changed it
                     kind, op = "extra_effect", "update"
-                elif tv == iv:  # golden changed the field, the attempt left it alone
+                elif same_value(tv, iv):  # golden changed the field, the attempt left it alone
                     kind, op = "missing_effect", "update"
             out.append(Difference(kind=kind, op=op, table=name, key=key, field=f, expected=gv, actual=tv))
     # Tables without an `id` field keep insertion order, and the hash sees it.

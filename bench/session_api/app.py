@@ -48,10 +48,14 @@ SESSION_HEADER = "x-tb-session-id"
 RELAYED_HEADERS = ("accept", "content-type", "last-event-id")
 
 
+# A body nested deeper than the parser recurses is no input either (RecursionError).
+_UNPARSABLE = (ValueError, UnicodeDecodeError, RecursionError)
+
+
 async def _parse(request: Request, model: type[BaseModel]) -> Any:
     try:
         data = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
+    except _UNPARSABLE:
         raise ApiError(INVALID_INPUT) from None
     if not isinstance(data, dict):
         raise ApiError(INVALID_INPUT)
@@ -144,6 +148,14 @@ class SessionApi:
     async def mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         body = await request.body()
+        try:
+            message = _json_message(body)
+        except RecursionError:  # refused here, as every route refuses it: no relay, no traceback
+            await _jsonrpc_error(b"", f"{INVALID_INPUT}: the JSON body is nested too deeply")(
+                scope, receive, send
+            )
+            return
+        tool_call = request.method == "POST" and _is_tool_call(message)
         session_id = request.headers.get(SESSION_HEADER)
         if session_id is None or session_id not in self.table.sessions:
             message = (
@@ -164,12 +176,12 @@ class SessionApi:
 
         async def relay() -> httpx.Response:
             reply = await self.table.http.send(upstream, stream=True)
-            if request.method == "POST" and _is_tool_call(body):
+            if tool_call:
                 await reply.aread()  # the whole reply inside the queue slot: calls never overlap
             return reply
 
         try:
-            if request.method == "POST" and _is_tool_call(body):
+            if tool_call:
                 reply = await session.run(relay)
             else:
                 reply = await relay()
@@ -197,17 +209,22 @@ async def _chunks(reply: httpx.Response) -> AsyncIterator[bytes]:
         await reply.aclose()
 
 
-def _is_tool_call(body: bytes) -> bool:
+def _json_message(body: bytes) -> Any:
+    """The body's JSON value, None when it is no JSON (the MCP transport answers that);
+    RecursionError for one nested deeper than the parser goes."""
     try:
-        message = json.loads(body)
+        return json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return False
+        return None
+
+
+def _is_tool_call(message: Any) -> bool:
     return isinstance(message, dict) and message.get("method") == "tools/call"
 
 
 def _jsonrpc_error(body: bytes, message: str) -> Response:
     request_id = None
-    with contextlib.suppress(ValueError, UnicodeDecodeError, AttributeError):
+    with contextlib.suppress(*_UNPARSABLE, AttributeError):
         request_id = json.loads(body).get("id")
     payload = {"jsonrpc": "2.0", "id": request_id, "error": {"code": 0, "message": message}}
     return Response(json.dumps(payload), 400, media_type="application/json")

@@ -4,7 +4,8 @@ computed host-side from tbx's canonical states (bench/judge), never inside the s
 The hashes are `judge.canonical.state_hash` (canonicalization.md: the reference's
 stable form, reproduced hash-for-hash); `diff` is the reference's deep diff of the
 stable result and golden states (spec/zendesk-and-engine.md §4.9), empty iff the
-hashes are equal. The `*_db_state` objects are tbx's canonical (stable) states:
+hashes are equal. The `*_db_state` objects are tbx's canonical (stable) states
+(a non-finite number, which no tool or data patch stores, would be its JSON5 text):
 the reference sends its raw states there (unstable fields included); no client
 reads them but for debugging.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from judge.canonical import State, state_hash
+from judge.canonical import State, json_safe, same_value, state_hash
 
 ROOT = "root"
 
@@ -80,7 +81,7 @@ def diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
             else:
                 out.extend(diff(result[i], golden[i], child))
         return out
-    if result != golden:
+    if not same_value(result, golden):
         out.append({"path": path, "type": "value mismatch", "result": result, "golden": golden})
     return out
 
@@ -95,13 +96,15 @@ def effects_object(
 ) -> dict[str, Any]:
     """One server's effects in the reference's key order; `rubrics_yesno` None: the
     server has no such key (only the travel and neobank servers carry it)."""
+    # The states as the hashes see them; the objects answered in a JSON-safe form, so the
+    # effects of any state a row can hold serialise (a stored NaN is "NaN").
     out: dict[str, Any] = {
-        "initial_db_state": initial,
-        "result_db_state": result,
+        "initial_db_state": json_safe(initial),
+        "result_db_state": json_safe(result),
         "result_db_hash": state_hash(result),
-        "golden_db_state": golden,
+        "golden_db_state": json_safe(golden),
         "golden_db_hash": state_hash(golden),
-        "diff": diff(result, golden),
+        "diff": json_safe(diff(result, golden)),
         "rubrics": rubrics,
     }
     if rubrics_yesno is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from starlette.responses import Response
 
 INVALID_INPUT = "Invalid input"
@@ -52,6 +52,14 @@ class ServerToolArgs(_Body):
 
 class InfoBody(SessionRef):
     update: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("update")
+    @classmethod
+    def _answerable(cls, update: dict[str, Any]) -> dict[str, Any]:
+        # Stored only what the envelope can answer (no NaN or infinity: strict JSON has
+        # none), or every later /session_info of the session would fail.
+        _dumps(update)
+        return update
 
 
 class GcBody(_Body):

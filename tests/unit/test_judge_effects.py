@@ -252,3 +252,16 @@ def test_effects_equal_the_reference_golden_delta(
             }
 
         assert norm(ours) == norm(delta), task.id
+
+
+def test_a_nan_read_twice_is_no_change() -> None:
+    # Two reads of a stored NaN are two floats `==` never calls equal; the hash sees one value.
+    table_ = table("m", "id", [f("id", "str"), f("x", "float")])
+    before = {"m": [{"id": "1", "x": float("nan")}]}
+    after = {"m": [{"id": "1", "x": float("nan")}]}
+    assert compute_effects([table_], before, after).empty
+    assert golden_differences([table_], before, after, before) == []
+    changed = {"m": [{"id": "1", "x": 2.0}]}
+    assert compute_effects([table_], before, changed).counts() == {
+        "m": {"inserted": 0, "updated": 1, "deleted": 0}
+    }

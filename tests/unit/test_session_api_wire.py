@@ -151,6 +151,20 @@ def test_effects_object_keys_hashes_and_rubrics() -> None:
     )
 
 
+def test_effects_of_a_state_holding_non_finite_numbers_serialise() -> None:
+    # No tool or patch stores one; whatever a row holds, the effects are still an answer.
+    nan, inf = float("nan"), float("inf")
+    result = {"t": [{"id": "1", "x": nan, "y": -inf}]}
+    golden = {"t": [{"id": "1", "x": float("nan"), "y": inf}]}
+    e = effects_object(result, result, golden, rubrics=None, rubrics_yesno=None)
+    body = json.loads(ok(e).body)["content"]["value"]
+    assert body["result_db_state"] == {"t": [{"id": "1", "x": "NaN", "y": "-Infinity"}]}
+    assert body["diff"] == [
+        {"path": "t[0].y", "type": "value mismatch", "result": "-Infinity", "golden": "Infinity"}
+    ]
+    assert body["result_db_hash"] == state_hash(result)  # the hash of the state itself, not of its text form
+
+
 # ---- server_config ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def bench(dataset: Path) -> Any:
@@ -182,6 +196,9 @@ def test_parse_entry_errors(bench: Any) -> None:
     assert "sandbox_external_retail" in unknown.value.message  # lists the served ones
     with pytest.raises(ApiError, match=r"Error calling sandbox_external_retail init: .*no_such_table"):
         parse_entry(bench, "sandbox_external_retail", {"data_patch": {"no_such_table": [{"id": "x"}]}})
+    with pytest.raises(ApiError) as patch:
+        parse_entry(bench, "sandbox_external_retail", {"data_patch": {"no_such_table": [{"id": "x"}]}})
+    assert patch.value.message.count("Data patch validation failed") == 1, patch.value.message
     retail = parse_entry(bench, "sandbox_external_retail", {"rubrics": None})
     assert retail.rubrics is None and retail.rubrics_yesno is None  # passed through, no yes/no key
 
@@ -270,3 +287,53 @@ def test_health_fails_while_the_docker_daemon_does_not_answer(
     status, text, problem = asyncio.run(main())
     assert problem is not None and problem.startswith("Docker daemon unavailable")
     assert status == 503 and text.startswith("Docker daemon unavailable")
+
+
+# ---- bodies the envelope could not answer, bodies too deep to parse -------------------------
+def _app_with(session: Session) -> Any:
+    from types import SimpleNamespace
+
+    from bench.session_api.app import SessionApi, build_app
+
+    def get(session_id: str) -> Session:
+        if session_id != session.id:
+            raise ApiError("Session does not exist")
+        return session
+
+    table = SimpleNamespace(sessions={session.id: session}, get=get)
+    return build_app(SessionApi(table, lambda: asyncio.sleep(0)))  # type: ignore[arg-type]
+
+
+def _post_all(app: Any, requests: list[tuple[str, bytes]]) -> list[Any]:
+    import httpx
+
+    async def main() -> list[Any]:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return [
+                await c.post(path, content=body, headers={"X-TB-Session-Id": "s"}) for path, body in requests
+            ]
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])
+def test_session_info_refuses_a_non_finite_number_and_stays_answerable(number: bytes) -> None:
+    app = _app_with(_session(30.0))
+    bad, later = _post_all(
+        app,
+        [
+            ("/session_info", b'{"session_id":"s","update":{"x":' + number + b"}}"),
+            ("/session_info", b'{"session_id":"s","update":{"y":1}}'),
+        ],
+    )
+    assert (bad.status_code, bad.json()["content"]["value"]) == (400, "Invalid input")
+    assert later.status_code == 200 and later.json()["content"]["value"] == {"y": 1}
+
+
+def test_a_body_nested_too_deeply_is_a_400_on_every_route() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    info, mcp = _post_all(_app_with(_session(30.0)), [("/session_info", deep), ("/mcp/", deep)])
+    assert (info.status_code, info.json()["content"]["value"]) == (400, "Invalid input")
+    assert mcp.status_code == 400
+    assert mcp.json()["error"]["message"].startswith("Invalid input")
