@@ -303,9 +303,12 @@ class DockerProvider(SandboxProvider):
         start_timeout: float | None = None,
         checkout_timeout: float | None = None,
         refill_delay: float = 0.0,
+        teardown_inline: bool = False,
     ):
         super().__init__()
         self.warm_size = warm
+        # Closing a session removes its set before it returns (else in the background: Reaper).
+        self.teardown_inline = teardown_inline
         self.refill_delay = refill_delay  # each pool's (SandboxPool.refill_delay)
         # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
         self.sizes: dict[str, int] = dict(sizes or {})
@@ -330,7 +333,7 @@ class DockerProvider(SandboxProvider):
         await asyncio.to_thread(sweep, None, self.stale_after, True)
         self.images = await asyncio.to_thread(resolve_images, True)
         await asyncio.to_thread(runtime_volumes.prepare, list(self.images.values()))
-        self.reaper = Reaper()
+        self.reaper = Reaper(inline=True if self.teardown_inline else None)
         self.boots = BootGate()
 
     def plan(

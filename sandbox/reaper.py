@@ -48,7 +48,7 @@ class Reaper:
     async def release(self, sandbox: Sandbox) -> None:
         """Hand a sandbox over for removal (idempotent close, never raises for Docker errors)."""
         if self.inline:
-            await asyncio.shield(asyncio.to_thread(sandbox.close))
+            await asyncio.shield(asyncio.to_thread(self._close, sandbox))
             return
         await self._slots.acquire()
         fut = self._pool.submit(self._close, sandbox)

@@ -59,7 +59,9 @@ async def docker_problem() -> str | None:
 def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, str]:
     """The app and the run id its containers are labelled with."""
     run_id = new_id("sessapi")
-    provider = DockerProvider(warm=opts.warm)
+    # Spec §3.6: /session_destroy answers once the session's containers are removed,
+    # so a client that destroys and then counts (or creates anew) sees them gone.
+    provider = DockerProvider(warm=opts.warm, teardown_inline=True)
     proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
     store = GoldenStore(bench, opts.golden_cache, image_id=servers_image_id, run_id=run_id)
     golden = GoldenCache(store, provider, run_id=run_id)

@@ -82,7 +82,8 @@ def parse_entry(bench: Benchmark, server: str, raw: dict[str, Any]) -> SessionSe
     try:
         rows = initial_rows(domain.tables, bench.seed(domain.module), parsed.data_patch)
     except DataPatchError as exc:
-        raise init_error(server, f"Data patch validation failed: {exc}") from None
+        # Its text names what failed, a patch's with "Data patch validation failed" already.
+        raise init_error(server, str(exc)) from None
     yesno = None
     if server in YESNO_SERVERS:
         yesno = list(parsed.rubrics_yesno)

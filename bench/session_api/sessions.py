@@ -38,7 +38,8 @@ from bench.session_api.golden import GoldenCache
 from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
-from judge.records import GoldenState
+from judge.canonical import json_safe
+from judge.records import GoldenState, ToolCallView
 from sandbox import (
     ProxyServer,
     SandboxGoneError,
@@ -307,7 +308,7 @@ class SessionTable:
         if wrapped.server_name != server:
             raise missing
         if wrapped.tool_name == GETEFFECTS:  # answered host-side, like /get_effects
-            effects = await session.run(lambda: self._server_effects(session))
+            effects = await session.run(lambda: self._server_effects(session, 400))
             text = json.dumps(effects)
         elif wrapped.tool_name in session.tools:
             text = await session.run(lambda: self._call(session, wrapped.tool_name, wrapped.arguments))
@@ -320,14 +321,14 @@ class SessionTable:
             session.logged.append({"tool_name": SERVER_TOOL, "arguments": arguments, "response": text})
         return text
 
-    def _check_alive(self, session: Session) -> LiveAttempt:
+    def _check_alive(self, session: Session, status: int = 400) -> LiveAttempt:
         live = session.live
         if live is None:
             raise ApiError("the session has no sandbox (its server_config named no server)")
         gone = live.gone()
         if gone is not None:
             raise SandboxLost(
-                f"the session's sandbox is gone ({gone}); destroy the session and create a new one"
+                f"the session's sandbox is gone ({gone}); destroy the session and create a new one", status
             )
         return live
 
@@ -351,9 +352,12 @@ class SessionTable:
         content = result.get("content") or []
         if not content or content[0].get("type") != "text":
             raise ApiError("Internal Server Error", 500)  # the reference's answer to a result without text
-        if result.get("isError"):  # an MCP error result may be a dead container's doing
+        text = str(content[0].get("text", ""))
+        if result.get("isError") or ToolCallView.envelope(text):
+            # An error result may be a dead container's doing: a server whose database was
+            # killed mid-call answers its ordinary error object. The loss is the answer (400).
             await self._raise_if_lost(live)
-        return str(content[0].get("text", ""))
+        return text
 
     @staticmethod
     async def _raise_if_lost(live: LiveAttempt) -> None:
@@ -367,13 +371,14 @@ class SessionTable:
     async def get_effects(self, session: Session) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if session.entry is not None:
-            out[session.entry.server] = await session.run(lambda: self._server_effects(session))
-        if session.proxy_info:
-            out["__reserved__proxy_info"] = {"tool_calls": list(session.logged)}
+            # Spec §3.5: effects that cannot be read are a 500 (a tool call's failure is a 400).
+            out[session.entry.server] = await session.run(lambda: self._server_effects(session, 500))
+        if session.proxy_info:  # arguments as sent: a NaN token a client wrote answers as "NaN"
+            out["__reserved__proxy_info"] = {"tool_calls": json_safe(list(session.logged))}
         return out
 
-    async def _server_effects(self, session: Session) -> dict[str, Any]:
-        live = self._check_alive(session)
+    async def _server_effects(self, session: Session, lost_status: int) -> dict[str, Any]:
+        live = self._check_alive(session, lost_status)
         entry, golden = session.entry, session.golden
         assert entry is not None and golden is not None and live.outcome.initial_state is not None
         try:
@@ -381,7 +386,7 @@ class SessionTable:
         except Exception as exc:
             lost = await live.lost_container()
             if lost is not None:
-                raise SandboxLost(f"the session's sandbox is gone ({lost})", 500) from None
+                raise SandboxLost(f"the session's sandbox is gone ({lost})", lost_status) from None
             raise ApiError(f"reading the session's state failed: {exc}", 500) from None
         return effects_object(
             live.outcome.initial_state,
