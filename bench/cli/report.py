@@ -26,6 +26,7 @@ def report_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, Price, load_models_config
     from bench.report.build import build_report, report_json
     from bench.report.markdown import markdown_table
+    from bench.report.provenance import unpinned_lines
     from bench.report.tables import (
         SUMMARY_ALIGN,
         diagnostic_rows,
@@ -61,6 +62,7 @@ def report_command(args: argparse.Namespace) -> int:
         out = "tbx-report"
     paths = write_report(report, out)
     lines = [summary_title(), *markdown_table(*summary_rows(report), SUMMARY_ALIGN)]
+    lines += unpinned_lines(report.runs)  # before any other note: it gates a canonical score
     if has_system_errors(report):
         lines += ["", f"Diagnostic ({view_label(DIAGNOSTIC)})", *markdown_table(*diagnostic_rows(report))]
     if len(report.runs) > 1:

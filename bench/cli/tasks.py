@@ -73,16 +73,26 @@ def validate_command(dataset: Path, *, release: str | None = None, out: TextIO |
 
     Returns 0 when there are no errors (warnings are printed but allowed), else 1.
     """
-    from bench.dataset import load_benchmark
+    from bench.dataset import Problem, load_benchmark
+    from bench.dataset.provenance import NOT_A_CHECKOUT, dataset_provenance
 
     stream = out if out is not None else sys.stdout
     bench = load_benchmark(dataset, release=release, strict=False)
     for problem in bench.problems:
         print(printable(problem), file=stream)
+    # Where the data came from, as a run's manifest will record it: a warning when a run
+    # would not be on pinned data, one line for a checkout, nothing for other directories.
+    provenance = dataset_provenance(bench.root, bench.release)
+    unpinned = provenance.note is not None
+    if provenance.note is not None:
+        note = Problem(path=bench.release or ".", message=provenance.note, severity="warning")
+        print(printable(note), file=stream)
+    elif provenance.git != NOT_A_CHECKOUT:
+        print(f"data: {printable(provenance.git)}", file=stream)
     for line in release_lines(bench):
         print(line, file=stream)
     errors = len(bench.errors)
-    warnings = len(bench.problems) - errors
+    warnings = len(bench.problems) - errors + unpinned
     if errors:
         status = f"{errors} error{'s' if errors != 1 else ''}"
         if warnings:

@@ -17,6 +17,7 @@ from html import escape
 
 from bench.report.build import Report
 from bench.report.metrics import RunMetrics
+from bench.report.provenance import unpinned_lines
 from bench.report.tables import (
     DASH,
     agent_text,
@@ -338,6 +339,11 @@ def render_html(report: Report, view_href: str | None = None) -> str:
     ]
     header, rows = summary_rows(report)
     parts.append(_html_table(header, rows, "runs"))
+    unpinned = unpinned_lines(report.runs)
+    if unpinned:
+        parts.append(
+            '<ul class="flags unpinned">' + "".join(f"<li>{escape(u)}</li>" for u in unpinned) + "</ul>"
+        )
     if has_system_errors(report):
         parts.append(f'<h2 data-view="{DIAGNOSTIC}">Diagnostic ({escape(view_label(DIAGNOSTIC))})</h2>')
         parts.append(_html_table(*diagnostic_rows(report), "diagnostic"))
@@ -346,6 +352,8 @@ def render_html(report: Report, view_href: str | None = None) -> str:
     for i, r in enumerate(report.runs):
         parts.append(f'<section class="run" id="run-{i}"><h2>Run: {escape(r.run)}</h2>')
         meta = f"agent: {agent_text(r)}; model: {r.model or DASH}; K={r.k}"
+        if r.data_provenance and r.data_provenance.git:
+            meta += f"; data: {r.data_provenance.git}"
         parts.append(
             f'<p class="note">{escape(meta)}'
             + (f"; <code>{escape(r.path)}</code>" if r.path else "")

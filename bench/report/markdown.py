@@ -7,6 +7,7 @@ import html
 from collections.abc import Sequence
 
 from bench.report.build import Report
+from bench.report.provenance import unpinned_lines
 from bench.report.tables import (
     DASH,
     SUMMARY_ALIGN,
@@ -59,6 +60,9 @@ def render_markdown(report: Report) -> str:
     ]
     header, rows = summary_rows(report)
     lines += markdown_table(header, rows, SUMMARY_ALIGN)
+    unpinned = unpinned_lines(report.runs)
+    if unpinned:
+        lines += ["", *[f"- {md_text(line)}" for line in unpinned]]
     if has_system_errors(report):
         lines += ["", f"## Diagnostic ({view_label(DIAGNOSTIC)})", ""]
         lines += markdown_table(*diagnostic_rows(report))
@@ -66,6 +70,8 @@ def render_markdown(report: Report) -> str:
     for r in report.runs:
         lines += [f"## Run: {md_text(r.run)}", ""]
         meta = [f"agent: {md_text(agent_text(r))}", f"model: {md_text(r.model or DASH)}", f"K={r.k}"]
+        if r.data_provenance and r.data_provenance.git:
+            meta.append(f"data: {md_text(r.data_provenance.git)}")
         if r.path:
             meta.insert(0, f"directory: {md_text(r.path)}")
         lines += ["; ".join(meta), ""]

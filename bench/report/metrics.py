@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.llm.config import Price
+from bench.report.provenance import DataProvenance, recorded_provenance
 from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView
 from bench.run.causes import count_causes
 from bench.run.results import ResultRow, RunDir
@@ -158,6 +159,7 @@ class RunMetrics(GroupMetrics):
     path: str = ""
     agent: str | None = None
     harness: list[str] = Field(default_factory=list)  # interventions on (docs/harness.md)
+    data_provenance: DataProvenance | None = None  # as recorded; None for older manifests
     model: str | None = None
     superseded_rows: int = 0
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
@@ -449,6 +451,7 @@ def run_metrics(
         path=path,
         agent=_name(manifest.get("agent")),
         harness=manifest_harness(manifest),
+        data_provenance=recorded_provenance(manifest),
         model=model,
         superseded_rows=superseded_rows,
         colliding_rows=colliding_rows,

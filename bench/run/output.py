@@ -6,7 +6,8 @@ the manifest with its bundle check, and setting a superseded run aside.
   attempts/       one AttemptRecord per attempt (what `tbx judge regrade` reads)
   states/         canonical initial and terminal states (gzip)
   trajectories/   the agent's conversation and tool calls
-  manifest.json   tbx version and commit, dataset hash, image digests, config, bundle hash
+  manifest.json   tbx version and commit, dataset hash and provenance (bench.dataset.provenance),
+                  image digests, config, bundle hash
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.dataset import Benchmark
+from bench.dataset.provenance import DATA_DIRS, dataset_provenance
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
 from judge import AttemptRecord, State, canonical_bytes, write_attempt
 
 # policy_search changes what agents see, so results of the two searches never mix.
+# dataset_provenance (git commit, tags, modified data) is not in the bundle: dataset_hash
+# already covers every byte tbx reads, so the same data at another commit or tag (or a copy
+# that is no checkout) grades the same, and a resume records where the data is now.
 BUNDLE_KEYS = ("git_commit", "dataset_hash", "image_digests", "agent", "config", "policy_search")
 SET_ASIDE = (
     "results.jsonl",
@@ -192,7 +197,7 @@ def dataset_hash(root: Path | str) -> str:
     """Content hash of every file the benchmark was read from."""
     h = hashlib.sha256()
     root = Path(root)
-    for sub in ("dataset", "releases", "servers"):
+    for sub in DATA_DIRS:
         for p in sorted((root / sub).rglob("*")):
             if p.is_file():
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
@@ -237,6 +242,8 @@ def write_manifest(
         "git_commit": git_commit(),
         "dataset": str(bench.root),
         "dataset_hash": data_hash or dataset_hash(bench.root),
+        # Where the data came from; a v1.0 run on data not at the pinned tag says so in `note`.
+        "dataset_provenance": dataset_provenance(bench.root, bench.release).model_dump(mode="json"),
         "images": images,
         "image_digests": digests,
         "agent": agent,

@@ -59,7 +59,7 @@ def test_sandbox_indexes_vectors_only_for_hybrid(monkeypatch: pytest.MonkeyPatch
 
 
 def test_manifest_records_the_policy_search(tmp_path: Path) -> None:
-    bench = type("B", (), {"root": tmp_path})()
+    bench = type("B", (), {"root": tmp_path, "release": None})()
     for mode in ("keyword", "hybrid"):
         manifest = output.write_manifest(
             tmp_path,
