@@ -33,6 +33,8 @@ import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import psycopg
+
 from bench.harness_names import STATE_CHECK
 from bench.rollout.agent_loop import run_agent
 from bench.rollout.clients import AgentClients
@@ -56,6 +58,13 @@ from sandbox.container_fate import lost_container
 from sandbox.provider import SandboxSession
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
+
+# A killed PostgreSQL breaks a dump's connection before the daemon has recorded the
+# container's exit (#38 finding 12: the terminal dump's OperationalError was reported
+# instead of the container): a failed connection to the sandbox asks about its
+# containers for this long before its own error stands.
+LOSS_GRACE = 5.0
+LOSS_POLL = 0.2
 
 
 def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
@@ -133,6 +142,17 @@ async def _lost_container(session: SandboxSession) -> str | None:
     return await asyncio.to_thread(lost_container, containers) if containers else None
 
 
+async def _lost_after(session: SandboxSession, exc: Exception) -> str | None:
+    """A container of `session` that died, as `_lost_container`; after a failed connection to
+    its database, asked again until the daemon has had LOSS_GRACE seconds to record an exit."""
+    deadline = time.monotonic() + (LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0)
+    while True:
+        lost = await _lost_container(session)
+        if lost is not None or time.monotonic() >= deadline:
+            return lost
+        await asyncio.sleep(LOSS_POLL)
+
+
 async def _dump(session: SandboxSession, domain: str) -> State:
     return await asyncio.to_thread(dump_dsn, session.admin_dsn(domain), domain)
 
@@ -186,7 +206,7 @@ async def open_attempt(
         except Exception as exc:
             # Whatever failed (a dump, a tool call), a dead container is the cause to report.
             if not isinstance(exc, SandboxGoneError):
-                lost = await _lost_container(session)
+                lost = await _lost_after(session, exc)
                 if lost is not None:
                     raise SandboxGoneError(f"attempt {spec.attempt_id}: sandbox gone: {lost}") from exc
             raise

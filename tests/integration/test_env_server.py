@@ -34,7 +34,9 @@ from server_process import free_port, launch, terminate
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.results import load_run
+from sandbox.sandbox import schema_name
 from sandbox.sweeper import leftovers, sweep
+from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
 
@@ -818,6 +820,73 @@ def test_the_request_guard_refuses_foreign_pages(server: Served) -> None:
         )
     assert refused.value.response.status_code == 403
     assert http.get("/metadata").json()["active_episodes"] == 0
+
+
+# ---------------------------------------------------------------- #38 findings 3 and 12
+
+
+def _psql(pg: Any, query: str) -> str:
+    """`query` as the container's own superuser over its local socket (peer auth)."""
+    code, out = pg.exec_run(["psql", "-h", "/tmp", "-U", "postgres", "-d", "postgres", "-qAtX", "-c", query])
+    assert code == 0, out
+    return str(out.decode()).strip()
+
+
+def test_postgres_killed_during_the_final_dump_is_a_container_loss(
+    server: Served, dclient: docker.DockerClient
+) -> None:
+    """#38 finding 12: the terminal dump meets a PostgreSQL killed under it: the episode's
+    system error names the container that died (cause `container`), never the dump's own
+    OperationalError. A lock the dump's first read waits behind holds the dump open, so the
+    kill lands while it runs, whatever the machine's speed."""
+    http = httpx.Client(base_url=server.url, timeout=300)
+    reset = http.post("/reset", json={"test_uid": TASK})
+    assert reset.status_code == 200, reset.text
+    episode = reset.json()["observation"]["metadata"]["episode_id"]
+    containers = http.get("/state", params={"episode_id": episode}).json()["containers"]
+    pg = dclient.containers.get(containers["postgres"])
+    table = f"{schema_name('retail')}.{load_domain('retail').tables[0].name}"
+    pg.exec_run(
+        [
+            "psql",
+            "-h",
+            "/tmp",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            f"BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(600);",
+        ],
+        detach=True,
+    )
+    held = "SELECT count(*) FROM pg_locks WHERE mode = 'AccessExclusiveLock' AND granted AND relation IS NOT NULL"
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+
+    def until(query: str) -> None:
+        deadline = time.monotonic() + 60
+        while _psql(pg, query) == "0":
+            assert time.monotonic() < deadline, query
+            time.sleep(0.2)
+
+    until(held)
+    answers: list[dict[str, Any]] = []
+    step = {"action": {"type": "submit_message", "content": "Bye. <DONE>"}, "episode_id": episode}
+    ender = threading.Thread(
+        target=lambda: answers.append(httpx.post(server.url + "/step", json=step, timeout=300).json())
+    )
+    ender.start()
+    until(waiting)  # the terminal dump waits for the lock
+    pg.kill()
+    ender.join(timeout=300)
+    [final] = answers
+    term = final["observation"]
+    assert final["done"] is True and term["reward_type"] == "system_error", final
+    assert term["system_error"].startswith("system error (container): SandboxLost"), term["system_error"]
+    errors = [json.loads(x) for x in (server.out / "errors.jsonl").read_text().splitlines()]
+    [error] = [e["error"] for e in errors if e["attempt_id"] == term["metadata"]["attempt_id"]]
+    assert "its postgres container" in error and "exited with code 137 (killed: SIGKILL)" in error, error
+    assert containers_gone(dclient, list(containers.values()))
 
 
 # ---------------------------------------------------------------- /ready failures
