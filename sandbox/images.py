@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import docker.errors
 
@@ -23,21 +23,45 @@ from sandbox.cache import cache_dir
 from sandbox.docker_client import docker_client
 from sandbox.errors import ImageMissingError, SandboxError
 
-REPO = Path(__file__).resolve().parents[1]
-IMAGES_DIR = REPO / "images"
+# Where the inputs are. tbx's packages sit side by side in a checkout's root and in
+# site-packages alike; images/ and constraints.txt are the checkout's, or, in an
+# installed wheel, package data under sandbox/image_inputs/ (build_hooks.py puts them there).
+PACKAGES_ROOT = Path(__file__).resolve().parents[1]
+WHEEL_INPUTS = Path(__file__).resolve().parent / "image_inputs"
+PACKAGE_INPUTS = frozenset({"servers"})  # inputs read from tbx's own (installed) packages
 BASE_TAG = "debian:bookworm-slim"
 LABEL = "tbx.image"
 
 
 @dataclass(frozen=True)
-class ImageSpec:
-    name: str
-    # Files outside images/<name>/ whose content goes into the image (globs, relative to the repo).
-    extra_inputs: tuple[str, ...] = ()
+class InputRoots:
+    """Where the image inputs are found. Each input is named by its path relative to its root
+    (`images/postgres/Dockerfile`, `servers/engine/store.py`, `constraints.txt`): a tag hashes
+    those names, never where the files were, so a checkout and an installed wheel of the same
+    source compute the same tags and find each other's images."""
+
+    data: Path  # holds images/ and constraints.txt
+    packages: Path  # holds tbx's packages (servers/)
+
+    def root_of(self, name: str) -> Path:
+        return self.packages if name.split("/", 1)[0] in PACKAGE_INPUTS else self.data
 
     @property
-    def dir(self) -> Path:
-        return IMAGES_DIR / self.name
+    def images(self) -> Path:
+        return self.data / "images"
+
+
+def input_roots() -> InputRoots:
+    """The installed wheel's package data when there is some, else the checkout's files."""
+    data = WHEEL_INPUTS if WHEEL_INPUTS.is_dir() else PACKAGES_ROOT
+    return InputRoots(data=data, packages=PACKAGES_ROOT)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    # Inputs outside images/<name>/ (globs of names relative to their root, see InputRoots).
+    extra_inputs: tuple[str, ...] = ()
 
 
 IMAGES: dict[str, ImageSpec] = {
@@ -47,17 +71,21 @@ IMAGES: dict[str, ImageSpec] = {
 }
 
 
-def _input_files(spec: ImageSpec) -> list[Path]:
-    files = [p for p in spec.dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    for pattern in spec.extra_inputs:
-        files.extend(p for p in REPO.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
-    return sorted(set(files))
+def input_files(spec: ImageSpec, roots: InputRoots) -> dict[str, Path]:
+    """name -> file of every input of the image, in name order (by path component)."""
+    found: dict[str, Path] = {}
+    for pattern in (f"images/{spec.name}/**/*", *spec.extra_inputs):
+        root = roots.root_of(pattern)
+        for p in root.glob(pattern):
+            if p.is_file() and "__pycache__" not in p.parts:
+                found[p.relative_to(root).as_posix()] = p
+    return {name: found[name] for name in sorted(found, key=PurePosixPath)}
 
 
-def content_hash(spec: ImageSpec) -> str:
+def content_hash(spec: ImageSpec, roots: InputRoots | None = None) -> str:
     h = hashlib.sha256()
-    for path in _input_files(spec):
-        h.update(str(path.relative_to(REPO)).encode() + b"\0")
+    for name, path in input_files(spec, roots or input_roots()).items():
+        h.update(name.encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -94,12 +122,12 @@ def ensure_base() -> None:
         return
     except docker.errors.ImageNotFound:
         pass
-    script = IMAGES_DIR / "base" / "build-base.sh"
+    script = input_roots().images / "base" / "build-base.sh"
     subprocess.run(["bash", str(script)], check=True)
 
 
 def build_image(name: str, force: bool = False) -> BuildResult:
-    spec = IMAGES[name]
+    roots = input_roots()
     tag = image_tag(name)
     client = docker_client()
     start = time.monotonic()
@@ -112,10 +140,16 @@ def build_image(name: str, force: bool = False) -> BuildResult:
     ensure_base()
     with tempfile.TemporaryDirectory(prefix=f"tbx-build-{name}-") as tmp:
         ctx = Path(tmp)
-        shutil.copytree(spec.dir, ctx, dirs_exist_ok=True)
-        prepare = spec.dir / "prepare.sh"
+        context = roots.images / name
+        shutil.copytree(context, ctx, dirs_exist_ok=True)
+        prepare = context / "prepare.sh"
         if prepare.exists():
-            env = {**os.environ, "TBX_REPO": str(REPO), "TBX_PYTHON": sys.executable}
+            env = {
+                **os.environ,
+                "TBX_IMAGE_INPUTS": str(roots.data),
+                "TBX_PACKAGES": str(roots.packages),
+                "TBX_PYTHON": sys.executable,
+            }
             subprocess.run(["bash", str(prepare), str(ctx)], check=True, env=env)
         # The docker CLI streams progress and honours the host's build settings;
         # docker-py's build() would buffer it all.

