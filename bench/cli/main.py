@@ -2,6 +2,7 @@
 with `register(subparsers)`; this module builds the parser from them and is
 the one place that turns typed errors into messages and exit codes.
 
+tbx --version
 tbx images build [--force] [NAME ...]
 tbx gc [--all | --run RUN | --older-than SECONDS]
 tbx up TASK_ID [--dataset DIR] [--json] | tbx up --pg-seed FILE.json --domain NAME
@@ -63,11 +64,25 @@ COMMANDS = (
 )
 
 
+class _Version(argparse.Action):
+    """`tbx --version`: asks git (in a checkout) only when asked, not on every command."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and source commit, and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from bench.version import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tbx", description="Per-attempt sandboxes for stateful agent evaluation."
     )
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

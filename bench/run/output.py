@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import gzip
 import hashlib
 import json
 import os
-import subprocess
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +28,7 @@ from bench.dataset.provenance import DATA_DIRS, dataset_provenance
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
+from bench.version import source_commit, tbx_version
 from judge import AttemptRecord, State, canonical_bytes, write_attempt
 
 # policy_search changes what agents see, so results of the two searches never mix.
@@ -181,18 +180,6 @@ def writing(path: Path) -> Iterator[None]:
         raise OutputUnwritable(path, exc) from exc
 
 
-@functools.cache
-def git_commit() -> str | None:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def dataset_hash(root: Path | str) -> str:
     """Content hash of every file the benchmark was read from."""
     h = hashlib.sha256()
@@ -202,15 +189,6 @@ def dataset_hash(root: Path | str) -> str:
             if p.is_file():
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def tbx_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tbx")
-    except PackageNotFoundError:
-        return "dev"
 
 
 def bundle_hash(manifest: dict[str, Any]) -> str:
@@ -239,7 +217,7 @@ def write_manifest(
     BundleChanged when the previous results belong to another bundle)."""
     manifest: dict[str, Any] = {
         "tbx_version": tbx_version(),
-        "git_commit": git_commit(),
+        "git_commit": source_commit(),
         "dataset": str(bench.root),
         "dataset_hash": data_hash or dataset_hash(bench.root),
         # Where the data came from; a v1.0 run on data not at the pinned tag says so in `note`.

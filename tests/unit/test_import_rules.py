@@ -63,8 +63,8 @@ def test_sandbox_imports_nothing_from_servers() -> None:
 # bench's own order, lowest first: a module may import bench's modules of lower
 # layers and its own sub-package, nothing of its layer or above (so no loop).
 BENCH_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"threadsafe_ast", "defaults", "web_guard", "harness_names", "terminal_text"}),
-    frozenset({"dataset", "llm"}),
+    frozenset({"threadsafe_ast", "defaults", "web_guard", "harness_names", "terminal_text", "source_commit"}),
+    frozenset({"dataset", "llm", "version"}),
     frozenset({"prepare"}),
     frozenset({"rollout", "replay"}),
     frozenset({"run"}),
