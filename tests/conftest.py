@@ -1,17 +1,31 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from pg_support import Databases, Patch, dataset_path, require_server, rolled_back, seed_domain, server_dsn
+from pg_support import (
+    EXPORT,
+    Databases,
+    Patch,
+    dataset_path,
+    require_server,
+    rolled_back,
+    seed_domain,
+    server_dsn,
+)
 
-from bench.dataset import Benchmark, load_benchmark
+from bench.dataset import DATASET_ENV, Benchmark, load_benchmark
 from servers.engine.tools import Domain
 
 REPO = Path(__file__).resolve().parents[1]
+
+# tbx has no default benchmark: what runs without --dataset reads $TBX_DATASET, here (and
+# in every tbx the tests start) the export beside the repository, unless it is set already.
+os.environ.setdefault(DATASET_ENV, str(EXPORT))
 
 
 @pytest.fixture(scope="session")

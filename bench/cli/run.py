@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     run = sub.add_parser("run", help="evaluate an agent: every (task, repeat) in its own fresh sandbox")
-    run.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
+    run.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET)")
     run.add_argument("--release", help="release test list name (default: the benchmark's)")
     run.add_argument("--tasks", help="comma-separated task ids (or uids)")
     run.add_argument("--domain", action="append", help="only these domains")

@@ -109,7 +109,7 @@ def register(sub: Any) -> None:
     up.add_argument(
         "task", nargs="?", help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001"
     )
-    up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET or ../shared/...)")
+    up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET)")
     up.add_argument("--pg-seed", help="JSON file {table: [rows]} to seed instead of a task")
     up.add_argument(
         "--domain", help="the domain whose tables --pg-seed fills (default: guessed from table names)"

@@ -45,14 +45,20 @@ from .yamlio import parse_yaml, read_text, yaml_error_message
 DEFAULT_RELEASE = "testlist_thinkingbox_bench_v1.yaml"
 DATASET_ENV = "TBX_DATASET"
 _RELEASE_ID = re.compile(r"^[^\s:/]+\.py:[^\s:]+$")
+DEMO_PACK = Path(__file__).resolve().parents[1] / "packs" / "demo"  # package data, installed too
 
 
 def default_root() -> Path:
-    """``$TBX_DATASET``, else ``<repo>/../shared/benchmarks/thinkingbox-bench-v1``."""
+    """``$TBX_DATASET``; without it, a usage error (exit 2) that says how to get a benchmark."""
     env = os.environ.get(DATASET_ENV)
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "thinkingbox-bench-v1"
+    raise DatasetError(
+        [],
+        f"tbx: no benchmark given: pass --dataset DIR or set {DATASET_ENV}=DIR. ThinkingBox-Bench: "
+        "`git clone https://github.com/microsoft/thinkingbox-data && git -C thinkingbox-data checkout "
+        f"thinkingbox-bench-v1.0`, then --dataset thinkingbox-data; to try tbx out: --dataset {DEMO_PACK}",
+    )
 
 
 Rows = dict[str, list[dict[str, Any]]]

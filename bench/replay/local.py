@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.dataset import Benchmark, load_benchmark
+from bench.dataset import Benchmark, DatasetError, load_benchmark
 from judge.canonical import State, dump_canonical, state_hash
 from servers.engine.schema import TableSpec
 from servers.engine.seeding import copy_rows, create_schema, initial_rows
@@ -240,12 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--domain", required=True)
     ap.add_argument("--dsn", required=True, help="a database of its own: its public schema is dropped")
-    ap.add_argument("--dataset", type=Path, default=None, help="default: $TBX_DATASET or ../shared/...")
+    ap.add_argument("--dataset", type=Path, default=None, help="default: $TBX_DATASET")
     ap.add_argument("--tasks", default="", help="comma-separated task ids or uids (default: all)")
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args(argv)
 
-    bench = load_benchmark(args.dataset)
+    try:
+        bench = load_benchmark(args.dataset)
+    except DatasetError as exc:  # no benchmark given, or bad data: a usage error, not a traceback
+        ap.exit(2, f"{exc}\n")
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         result = replay_domain(
             conn, bench, args.domain, wanted=filter(None, args.tasks.split(",")), keep_states=True
