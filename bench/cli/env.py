@@ -2,6 +2,7 @@
 
 tbx env serve --dataset DIR --config FILE [--port 8000] [--max-episodes N] [--out DIR]
               [--tasks FILE|IDS] [--domain D] [--warm W] [--idle-timeout S] [--skip-rubrics]
+              [--sessions-per-client N]
               [--capacity-wait S] [--allow-host NAME] [--allow-origin ORIGIN] [--token-env VAR]
 """
 
@@ -52,7 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the domains' shares of the served tasks); a domain serving one task keeps them seeded for it",
     )
     serve.add_argument(
-        "--idle-timeout", type=float, default=300.0, help="seconds without a step before teardown"
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds without a step before an episode is torn down, and before an MCP session "
+        "without an episode is closed (default %(default)g)",
+    )
+    serve.add_argument(
+        "--sessions-per-client",
+        type=int,
+        default=None,
+        help="MCP sessions without an episode one client (peer address; all loopback clients are one) "
+        "may hold at once (default 64 + 8 x --max-episodes); a /ws connection is never refused for them",
     )
     serve.add_argument("--wall-clock", type=float, default=WALL_CLOCK, help="seconds per episode")
     serve.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT, help="seconds per tool call")
@@ -122,6 +134,7 @@ def serve_command(args: argparse.Namespace) -> int:
         max_episodes=args.max_episodes or default_concurrency(model_agent=True),
         warm=args.warm,
         idle_timeout=args.idle_timeout,
+        sessions_per_client=args.sessions_per_client,
         wall_clock=args.wall_clock,
         call_timeout=args.call_timeout,
         start_timeout=args.start_timeout,

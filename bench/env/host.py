@@ -76,6 +76,8 @@ class EnvOptions(BaseModel):
     # booted sandboxes kept ready per served domain; None: sized from the served list (warm_sizes)
     warm: int | None = Field(default=None, ge=1)
     idle_timeout: float = Field(default=300.0, gt=0)  # an episode with no step for this long is torn down
+    # MCP sessions playing no episode one client may hold (None: bench.env.sessions.default_per_client)
+    sessions_per_client: int | None = Field(default=None, ge=1)
     wall_clock: float = Field(default=WALL_CLOCK, gt=0)  # per episode, as `tbx run --wall-clock`
     call_timeout: float = Field(default=CALL_TIMEOUT, gt=0)
     start_timeout: float = Field(default=START_TIMEOUT, gt=0)  # a sandbox boot, and a reset waiting for one

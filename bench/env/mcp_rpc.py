@@ -110,13 +110,15 @@ class McpEndpoint:
         self.sessions = sessions
         self.http_episode = http_episode
 
-    async def handle(self, payload: Any, own: Session | None = None) -> dict[str, Any]:
+    async def handle(self, payload: Any, own: Session | None = None, *, client: str) -> dict[str, Any]:
+        """The reply to one request: `own`, the session of the WebSocket it came over (if
+        any); `client`, who sent it (bench.env.sessions.client_key: its sessions' cap)."""
         request_id = payload.get("id") if isinstance(payload, dict) else None
         if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
             request_id = None
         try:
             method, params = self._request(payload)
-            return reply(request_id, await self._dispatch(method, params, own))
+            return reply(request_id, await self._dispatch(method, params, own, client))
         except RpcError as exc:
             return error_reply(request_id, exc)
         except EnvError as exc:
@@ -138,9 +140,9 @@ class McpEndpoint:
             raise RpcError(RpcCode.INVALID_PARAMS, "Params must be an object")
         return method, params
 
-    async def _dispatch(self, method: str, params: dict[str, Any], own: Session | None) -> Any:
+    async def _dispatch(self, method: str, params: dict[str, Any], own: Session | None, client: str) -> Any:
         if method == "openenv/session/create":
-            session = own or self.sessions.create()
+            session = own or self.sessions.create(client)
             return {"session_id": session.id}
         if method == "openenv/session/close":
             return await self._close(params, own)

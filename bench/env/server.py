@@ -54,7 +54,7 @@ from bench.env.protocol import (
     schemas,
 )
 from bench.env.readiness import Readiness
-from bench.env.sessions import Session, Sessions
+from bench.env.sessions import Session, Sessions, client_key, default_per_client
 from bench.env.task_api import ENV_NAME, TaskApi
 from bench.run.client_errors import client_error_text
 from bench.web_guard import GuardPolicy, WebGuard
@@ -64,6 +64,11 @@ log = logging.getLogger(__name__)
 KEEP_FINISHED = 1000  # ended HTTP episodes kept for GET /state
 CAPACITY_POLL = 0.05  # seconds between capacity checks of a reset waiting for a slot
 FATAL_POLL = 0.2
+
+
+def _peer(conn: Request | WebSocket) -> str:
+    """The client a request counts against (bench.env.sessions.client_key)."""
+    return client_key(conn.client.host if conn.client is not None else None)
 
 
 def _problems(exc: ValidationError) -> str:
@@ -86,8 +91,9 @@ class EnvServer:
         self.on_fatal = on_fatal
         self.readiness = Readiness(host)
         self.http_episodes: OrderedDict[str, Episode] = OrderedDict()
-        # idle sessions are dropped; live ones are bounded by max_episodes through their episodes
-        self.sessions = Sessions(limit=64 + 8 * host.opts.max_episodes, idle_timeout=host.opts.idle_timeout)
+        # episodes are bounded by max_episodes; sessions playing none by client (bench.env.sessions)
+        per_client = host.opts.sessions_per_client or default_per_client(host.opts.max_episodes)
+        self.sessions = Sessions(per_client=per_client, idle_timeout=host.opts.idle_timeout)
         self.mcp = McpEndpoint(self.sessions, self._http_episode)
         self.task_api = TaskApi(list(host.tasks.values()))
 
@@ -132,7 +138,7 @@ class EnvServer:
         repeat = self.host.next_repeat(task, req.repeat)
         episode = Episode(self.host, task, repeat, req.episode_id)
         if session is not None:
-            session.episode = episode
+            self.sessions.start_episode(session, episode)
         obs = await episode.start()
         return episode, obs.envelope()
 
@@ -141,13 +147,12 @@ class EnvServer:
         await ws.accept()
         requested = ws.query_params.get("session_id")
         try:
-            session = self.sessions.attach(requested) if requested else self.sessions.create()
+            session = self.sessions.attach(requested) if requested else self.sessions.open_socket(_peer(ws))
         except EnvError as exc:
             with contextlib.suppress(Exception):
                 await self._send_error(ws, exc)
                 await ws.close()
             return
-        session.attached = True
         try:
             while True:
                 frame = await ws.receive()
@@ -186,7 +191,6 @@ class EnvServer:
             raise EnvError(
                 ErrorCode.VALIDATION_ERROR, 'a message is a JSON object {"type": ..., "data": ...}'
             )
-        session.touch()
         kind = message.get("type")
         if kind == "reset":
             data = message.get("data")
@@ -204,7 +208,10 @@ class EnvServer:
         if kind == "close":
             return None
         if kind == "mcp":
-            return {"type": "mcp", "data": await self.mcp.handle(message.get("data"), session)}
+            return {
+                "type": "mcp",
+                "data": await self.mcp.handle(message.get("data"), session, client=session.client),
+            }
         raise EnvError(
             ErrorCode.UNKNOWN_TYPE,
             f"Unknown message type: {str(kind)[:80]!r} (reset, step, state, close or mcp)",
@@ -222,7 +229,7 @@ class EnvServer:
             return JSONResponse(
                 error_reply(None, RpcError(RpcCode.PARSE_ERROR, exc.message)), status_code=400
             )
-        return JSONResponse(await self.mcp.handle(payload))
+        return JSONResponse(await self.mcp.handle(payload, client=_peer(request)))
 
     async def ws_mcp(self, ws: WebSocket) -> None:
         """JSON-RPC per text frame; `?session_id=` names the session whose episode it reaches."""
@@ -242,7 +249,7 @@ class EnvServer:
                 except EnvError as exc:
                     await ws.send_json(error_reply(None, RpcError(RpcCode.PARSE_ERROR, exc.message)))
                     continue
-                await ws.send_json(await self.mcp.handle(payload, own))
+                await ws.send_json(await self.mcp.handle(payload, own, client=_peer(ws)))
         except EnvError as exc:
             with contextlib.suppress(Exception):
                 await ws.send_json(error_reply(None, RpcError(RpcCode.INVALID_PARAMS, exc.message)))

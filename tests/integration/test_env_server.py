@@ -889,6 +889,109 @@ def test_postgres_killed_during_the_final_dump_is_a_container_loss(
     assert containers_gone(dclient, list(containers.values()))
 
 
+def _rpc(http: httpx.Client, method: str, **params: Any) -> dict[str, Any]:
+    return dict(
+        http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).json()
+    )
+
+
+def test_empty_mcp_sessions_block_no_ws_episode(server: Served) -> None:
+    """#38 finding 3: a client that fills its share of MCP sessions without an episode (the
+    whole table before: 64 + 8 x --max-episodes) is refused more, and a new /ws episode of
+    openenv's client still plays."""
+    http = httpx.Client(base_url=server.url, timeout=60)
+    sids: list[str] = []
+    try:
+        for _ in range(64 + 8 * 8 + 1):
+            answer = _rpc(http, "openenv/session/create")
+            if "error" in answer:
+                break
+            sids.append(answer["result"]["session_id"])
+        error = answer["error"]
+        assert error["code"] == -32000 and error["data"]["code"] == "CAPACITY_REACHED", error
+        # the per-client cap's default for --max-episodes 8 (earlier tests' sessions are closed)
+        assert error["data"]["scope"] == "client" and error["data"]["max_client_sessions"] == 64 + 8 * 8
+        assert error["data"]["client_sessions"] == 64 + 8 * 8 and len(sids) >= 80
+        env = Client(server.url)
+        try:
+            assert env.reset(test_uid=TASK)["ok"]
+            final = env.step({"type": "submit_message", "content": "Sorry, I cannot help with that. <DONE>"})
+            assert final["done"] is True and final["reward"] == 0.0, final
+        finally:
+            env.exit()
+    finally:
+        for sid in sids:
+            _rpc(http, "openenv/session/close", session_id=sid)
+
+
+@pytest.fixture(scope="module")
+def bare_server(
+    tmp_path_factory: pytest.TempPathFactory, dataset: Path, user_stub: UserStub
+) -> Iterator[Served]:
+    """A server that boots no sandbox (no Docker daemon at DOCKER_HOST): its MCP sessions
+    without an episode, with a short --idle-timeout and a small per-client cap."""
+    tmp = tmp_path_factory.mktemp("bare-server")
+    config = write_config(tmp / "models.json", user_stub.base_url)
+    served = start_server(
+        tmp,
+        config,
+        dataset,
+        *("--idle-timeout", "2", "--sessions-per-client", "3"),
+        env={"DOCKER_HOST": f"unix://{tmp}/no-docker.sock"},
+    )
+    try:
+        yield served
+    finally:
+        stop_server(served)
+
+
+def test_a_client_past_its_session_cap_is_refused_and_others_are_not(bare_server: Served) -> None:
+    from websockets.sync.client import connect
+
+    http = httpx.Client(base_url=bare_server.url, timeout=60)
+    sids = [_rpc(http, "openenv/session/create")["result"]["session_id"] for _ in range(3)]
+    refused = _rpc(http, "openenv/session/create")["error"]
+    assert refused["code"] == -32000 and "Too many sessions without an episode" in refused["message"]
+    assert (
+        refused["data"]
+        == {
+            "code": "CAPACITY_REACHED",
+            "scope": "client",
+            "client_sessions": 3,
+            "max_client_sessions": 3,
+            "retry_after": refused["data"]["retry_after"],
+        }
+        and 0 <= refused["data"]["retry_after"] <= 2
+    )
+    ws_url = bare_server.url.replace("http://", "ws://")
+    with connect(ws_url + "/mcp", open_timeout=30) as ws:  # the same client over WS /mcp
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "openenv/session/create"}))
+        assert json.loads(ws.recv(timeout=30))["error"]["data"]["scope"] == "client"
+    with connect(ws_url + "/ws", open_timeout=30) as ws:  # a socket's own session is never refused
+        ws.send('{"type": "state"}')
+        assert json.loads(ws.recv(timeout=30))["type"] == "state"
+    assert _rpc(http, "openenv/session/close", session_id=sids[0])["result"]["closed"]
+    sids[0] = _rpc(http, "openenv/session/create")["result"]["session_id"]
+    for sid in sids:
+        _rpc(http, "openenv/session/close", session_id=sid)
+
+
+def test_tools_list_alone_does_not_keep_an_mcp_session(bare_server: Served) -> None:
+    """Liveness is episode activity: a session without an episode is closed --idle-timeout
+    (2 s) after it was made, however often it is asked for its tools."""
+    http = httpx.Client(base_url=bare_server.url, timeout=60)
+    made = time.monotonic()
+    sid = _rpc(http, "openenv/session/create")["result"]["session_id"]
+    while True:
+        answer = _rpc(http, "tools/list", session_id=sid)["error"]
+        if answer["code"] != -32600:  # "no episode yet": the session is still there
+            break
+        assert time.monotonic() - made < 30, "never closed"
+        time.sleep(0.2)
+    assert time.monotonic() - made >= 2
+    assert answer["code"] == -32602 and "Unknown session_id" in answer["message"], answer
+
+
 # ---------------------------------------------------------------- /ready failures
 
 

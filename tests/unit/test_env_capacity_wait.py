@@ -14,7 +14,7 @@ from bench.env.server import EnvServer
 def _server(live: int, max_episodes: int, wait: float) -> EnvServer:
     host = SimpleNamespace(
         episodes={f"ep{i}": object() for i in range(live)},
-        opts=SimpleNamespace(max_episodes=max_episodes, idle_timeout=300.0),
+        opts=SimpleNamespace(max_episodes=max_episodes, idle_timeout=300.0, sessions_per_client=None),
         tasks={},
     )
     return EnvServer(host, capacity_wait=wait)  # type: ignore[arg-type]

@@ -66,11 +66,11 @@ def test_unknown_environment_is_404() -> None:
 
 
 def test_sessions_are_server_named_bounded_and_attached_once() -> None:
-    sessions = Sessions(limit=2, idle_timeout=300)
-    a, b = sessions.create(), sessions.create()
+    sessions = Sessions(per_client=2, idle_timeout=300)
+    a, b = sessions.create("loopback"), sessions.create("loopback")
     assert a.id != b.id and len(a.id) == 32
     with pytest.raises(EnvError) as err:
-        sessions.create()
+        sessions.create("loopback")
     assert err.value.code == ErrorCode.CAPACITY_REACHED
     sessions.attach(a.id)
     with pytest.raises(EnvError, match="already has an attached WebSocket"):
@@ -80,9 +80,9 @@ def test_sessions_are_server_named_bounded_and_attached_once() -> None:
 
 
 def test_idle_sessions_without_an_episode_are_dropped() -> None:
-    sessions = Sessions(limit=1, idle_timeout=0.0)
-    first = sessions.create()
-    second = sessions.create()  # the first idled out (timeout 0) and made room
+    sessions = Sessions(per_client=1, idle_timeout=0.0)
+    first = sessions.create("loopback")
+    second = sessions.create("loopback")  # the first idled out (timeout 0) and made room
     assert second.id != first.id and len(sessions) == 1
 
 
@@ -109,20 +109,22 @@ class StandIn:
 
 
 async def test_mcp_reaches_the_sessions_episode() -> None:
-    sessions = Sessions(limit=4, idle_timeout=300)
+    sessions = Sessions(per_client=4, idle_timeout=300)
     mcp = McpEndpoint(
         sessions, lambda eid: (_ for _ in ()).throw(EnvError(ErrorCode.SESSION_ERROR, "x", 404))
     )
-    created = await mcp.handle({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"})
+    created = await mcp.handle(
+        {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"}, client="loopback"
+    )
     sid = created["result"]["session_id"]
     early = await mcp.handle(
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"session_id": sid}}
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"session_id": sid}}, client="loopback"
     )
     assert early["error"]["code"] == RpcCode.INVALID_REQUEST and "reset" in early["error"]["message"]
     episode = StandIn()
     sessions.get(sid).episode = episode  # type: ignore[assignment]
     listed = await mcp.handle(
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"session_id": sid}}
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"session_id": sid}}, client="loopback"
     )
     assert listed == {
         "jsonrpc": "2.0",
@@ -130,15 +132,19 @@ async def test_mcp_reaches_the_sessions_episode() -> None:
         "result": {"tools": [{"name": "get_order", "description": "d", "inputSchema": {"type": "object"}}]},
     }
     call = {"name": "get_order", "arguments": {"order_id": "1"}, "session_id": sid}
-    called = await mcp.handle({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
+    called = await mcp.handle(
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call}, client="loopback"
+    )
     assert called["result"]["data"] == '{"ok": 1}' and called["result"]["isError"] is False
     assert episode.actions[-1].arguments == {"order_id": "1"}
     reserved = await mcp.handle(
-        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "reset", "session_id": sid}}
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "reset", "session_id": sid}},
+        client="loopback",
     )
     assert reserved["error"]["code"] == RpcCode.INVALID_PARAMS and "reserved" in reserved["error"]["message"]
     closed = await mcp.handle(
-        {"jsonrpc": "2.0", "id": 6, "method": "openenv/session/close", "params": {"session_id": sid}}
+        {"jsonrpc": "2.0", "id": 6, "method": "openenv/session/close", "params": {"session_id": sid}},
+        client="loopback",
     )
     assert closed["result"] == {"session_id": sid, "closed": True} and episode.done
 
@@ -155,6 +161,6 @@ async def test_mcp_reaches_the_sessions_episode() -> None:
     ],
 )
 async def test_mcp_bad_requests_get_json_rpc_errors(payload: Any, code: RpcCode) -> None:
-    mcp = McpEndpoint(Sessions(limit=4, idle_timeout=300), lambda eid: None)  # type: ignore[arg-type,return-value]
-    answer = await mcp.handle(payload)
+    mcp = McpEndpoint(Sessions(per_client=4, idle_timeout=300), lambda eid: None)  # type: ignore[arg-type,return-value]
+    answer = await mcp.handle(payload, client="loopback")
     assert answer["error"]["code"] == code and answer["jsonrpc"] == "2.0"
