@@ -17,7 +17,9 @@ collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
 saw), the terminal state is dumped (only when the body ended without an
 exception) and the session is closed. A failure while a container of the set
-is dead is re-raised as `SandboxGoneError` naming it (`sandbox.container_fate`).
+is dead is re-raised as `SandboxGoneError` naming it (`sandbox.container_fate`); after
+a failed database connection the containers are asked again for up to LOSS_GRACE
+seconds, since the daemon records a killed container's exit after its connections break.
 
 Who drives it: `execute_attempt` below (`tbx run`, through the coordinator's
 executor, locally or on a Ray node) runs the agent loop inside it; the OpenEnv
