@@ -7,11 +7,19 @@ with the limit), is paused, or
 no longer exists. The proxy's watch (sandbox.proxy.watch), a sandbox's start
 (sandbox.sandbox) and the attempt unit (bench.run.attempt) all describe a
 lost container with it, so a system error's reason always names the container.
+
+`fate_of` / `lost_fate` give the same as a `Fate`: the words plus what a caller
+decides on, whether the container hit its own memory limit (an OOM kill by its
+own cgroup's limit, not the host's) and when it ended. Whether that limit was
+the attempt's doing is the proxy's to say (sandbox.proxy.loss): it knows which
+calls were in flight.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import docker
@@ -19,9 +27,20 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.docker_client import docker_client
-from sandbox.oom import oom_killed
+from sandbox.oom import OomCause, oom_cause
 
-__all__ = ["describe", "lost_container"]
+__all__ = ["Fate", "describe", "fate_of", "lost_container", "lost_fate"]
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What became of one container of a set: `text` in words (as `describe`), and the
+    facts a caller decides on."""
+
+    role: str
+    text: str
+    own_memory_limit: bool = False  # OOM-killed by its own cgroup's memory limit
+    ended_at: float | None = None  # when it ended (epoch seconds, the daemon's), if known
 
 
 def _mib(limit: Any) -> str:
@@ -32,10 +51,22 @@ def _mib(limit: Any) -> str:
     return f"{n / 2**20:.0f} MiB" if n else "no limit"
 
 
-def describe(role: str, attrs: Mapping[str, Any], oom: bool | None = None) -> str | None:
+def _ended_at(state: Mapping[str, Any]) -> float | None:
+    text = str(state.get("FinishedAt") or "")
+    if not text or text.startswith("0001-"):
+        return None
+    try:  # the daemon writes nanoseconds; Python reads microseconds
+        head, _, rest = text.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(rest + '000000')[:6]}+00:00").timestamp()
+    except ValueError:
+        return None
+
+
+def describe(role: str, attrs: Mapping[str, Any], oom: bool | OomCause | None = None) -> str | None:
     """Why the container `attrs` (a `docker inspect` document) is unusable, or None
     while it runs. Names the role, the container's name and its short id. `oom`:
-    whether it was OOM-killed (sandbox.oom), else the document's flag says."""
+    whether (True, or which killer: sandbox.oom.OomCause) it was OOM-killed, else the
+    document's flag says."""
     state = attrs.get("State") or {}
     name = str(attrs.get("Name") or "").lstrip("/") or "?"
     who = f"its {role} container {name} ({str(attrs.get('Id', ''))[:12]})"
@@ -43,8 +74,13 @@ def describe(role: str, attrs: Mapping[str, Any], oom: bool | None = None) -> st
     if status == "running" and not state.get("Paused"):
         return None
     code = state.get("ExitCode")
+    limit = _mib((attrs.get("HostConfig") or {}).get("Memory"))
+    if oom == "host":
+        return (
+            f"{who} was OOM-killed: the host ran out of memory (not its own limit of {limit}) "
+            f"(exit code {code})"
+        )
     if state.get("OOMKilled") if oom is None else oom:
-        limit = _mib((attrs.get("HostConfig") or {}).get("Memory"))
         return f"{who} was OOM-killed: it hit its memory limit of {limit} (exit code {code})"
     if status in ("exited", "dead"):
         how = " (killed: SIGKILL)" if code == 137 else " (SIGTERM)" if code == 143 else ""
@@ -52,19 +88,38 @@ def describe(role: str, attrs: Mapping[str, Any], oom: bool | None = None) -> st
     return f"{who} is {status}"
 
 
-def lost_container(containers: Mapping[str, str], client: Any = None) -> str | None:
-    """The first of `containers` (role -> id) that is gone or not running, described;
+def fate_of(role: str, attrs: Mapping[str, Any], client: Any = None) -> Fate | None:
+    """The fate of the container `attrs` (a `docker inspect` document); None while it runs."""
+    state = attrs.get("State") or {}
+    running = state.get("Status") == "running"
+    oom = None if running else oom_cause(attrs, client or docker_client())
+    text = describe(role, attrs, oom if oom is not None else (None if running else False))
+    if text is None:
+        return None
+    return Fate(role, text, own_memory_limit=oom == "limit", ended_at=_ended_at(state))
+
+
+def lost_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
+    """The first of `containers` (role -> id) that is gone or not running, as a `Fate`;
     None when all run. A daemon that cannot be asked says so (the state is unknown)."""
     client = client or docker_client()
     for role, cid in containers.items():
         try:
             attrs = client.api.inspect_container(cid)
         except docker.errors.NotFound:
-            return f"its {role} container {cid[:12]} no longer exists"
+            return Fate(role, f"its {role} container {cid[:12]} no longer exists")
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            return f"state of its {role} container {cid[:12]} unknown: cannot ask the Docker daemon ({exc})"
-        running = (attrs.get("State") or {}).get("Status") == "running"
-        cause = describe(role, attrs, None if running else oom_killed(attrs, client))
-        if cause is not None:
-            return cause
+            return Fate(
+                role,
+                f"state of its {role} container {cid[:12]} unknown: cannot ask the Docker daemon ({exc})",
+            )
+        fate = fate_of(role, attrs, client)
+        if fate is not None:
+            return fate
     return None
+
+
+def lost_container(containers: Mapping[str, str], client: Any = None) -> str | None:
+    """`lost_fate` in words: the first of `containers` that is gone or not running, described."""
+    fate = lost_fate(containers, client)
+    return fate.text if fate is not None else None

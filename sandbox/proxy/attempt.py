@@ -1,18 +1,24 @@
 """One registered attempt as the proxy holds it: its tool routes, its MCP
 session manager, the fast path's upstream connections, the calls recorded so
-far and, once its sandbox is lost, why."""
+far, the calls in flight (whose load a lost container may have been:
+sandbox.proxy.loss) and, once its sandbox is lost, why."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from sandbox.container_fate import Fate
+from sandbox.proxy.loss import Loss, agent_load
 from sandbox.proxy.models import Outcome, ProxyCall
 from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import Route
@@ -30,11 +36,47 @@ class RegisteredAttempt:
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-    gone: str | None = None  # why its sandbox counts as lost (then nothing is relayed)
+    loss: Loss | None = None  # why its sandbox counts as lost (then nothing is relayed)
+    # calls sent and not answered yet: key -> when they started (epoch seconds)
+    in_flight: dict[int, float] = field(default_factory=dict)
+    _keys: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def gone(self) -> str | None:
+        """Why its sandbox counts as lost, whoever caused it; None while it is fine."""
+        return None if self.loss is None else self.loss.cause
 
     def lost(self) -> str | None:
-        """Why nothing may be relayed for this attempt any more (its sandbox is gone), else None."""
-        return None if self.gone is None else f"{self.gone}; the attempt cannot go on"
+        """Why nothing may be relayed for this attempt any more because the infrastructure
+        lost its sandbox (answered 503), else None. A loss the attempt's own load caused
+        is answered call by call as a tool error instead (calls.admit)."""
+        if self.loss is None or self.loss.agent_load:
+            return None
+        return f"{self.loss.cause}; the attempt cannot go on"
+
+    def lose(self, cause: str, fate: Fate | None) -> Loss:
+        """Mark the sandbox lost (`fate`: the lost container's, when known) and say whose
+        doing it was: its own memory limit hit while a call of this attempt was in
+        flight is the attempt's (sandbox.proxy.loss)."""
+        with self.lock:
+            spans: list[tuple[float, float | None]] = [(s, None) for s in self.in_flight.values()]
+            spans += [
+                (c.started_at.timestamp(), c.started_at.timestamp() + c.latency_ms / 1000) for c in self.calls
+            ]
+        self.loss = Loss(cause, agent_load(fate, spans, self.call_timeout, time.time()))
+        return self.loss
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """While a call is out at its server (its load is this attempt's)."""
+        key = next(self._keys)
+        with self.lock:
+            self.in_flight[key] = time.time()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.in_flight.pop(key, None)
 
     def snapshot(self) -> list[ProxyCall]:
         with self.lock:

@@ -3,9 +3,10 @@
 client), `relay_call` (the fast path: an agent's request relayed as is, see
 `relay.py`) and `direct_call` (an in-process caller, e.g. the Session API,
 posts it straight to the server from its own event loop). All three admit the
-call by the same rules (`admit`: the route, sendable arguments), apply the
-attempt's call timeout and record the call the same way; the two that speak
-raw HTTP share `post_recorded`."""
+call by the same rules (`admit`: the route, sendable arguments within the
+per-call argument cap, a sandbox the attempt's own load has not brought down),
+apply the attempt's call timeout and the reply cap (sandbox.proxy.caps) and
+record the call the same way; the two that speak raw HTTP share `post_recorded`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from starlette.types import Receive, Scope, Send
 
 from sandbox.proxy import relay
 from sandbox.proxy.attempt import RegisteredAttempt
+from sandbox.proxy.caps import capped_message, capped_result, oversized_arguments, recorded_arguments
+from sandbox.proxy.limits import MAX_REPLY_BYTES
+from sandbox.proxy.loss import limit_refusal
 from sandbox.proxy.models import Outcome, SandboxGoneError, Upstream
 from sandbox.proxy.routes import Route
 
@@ -116,9 +120,19 @@ def admit(attempt: RegisteredAttempt, name: str, arguments: Any) -> Route | type
         # Unknown, not allow-listed and reserved tools look the same: nothing reaches an upstream.
         # A lone surrogate in the name could be neither answered nor recorded.
         shown = relay.replaced(name)
-        return refuse(attempt, shown, relay.replaced(arguments), f"Unknown tool: '{shown}'", None)
+        return refuse(
+            attempt, shown, recorded_arguments(relay.replaced(arguments)), f"Unknown tool: '{shown}'", None
+        )
     if not relay.sendable(arguments):  # lone surrogates: the caller's text, never sent on
-        return refuse(attempt, name, relay.replaced(arguments), relay.UNICODE_PROBLEM, route.domain)
+        shown_args = recorded_arguments(relay.replaced(arguments))
+        return refuse(attempt, name, shown_args, relay.UNICODE_PROBLEM, route.domain)
+    too_big = oversized_arguments(name, arguments)
+    if too_big is not None:  # neither sent nor recorded: the cap keeps them off every disk too
+        return refuse(attempt, name, recorded_arguments(arguments), too_big, route.domain)
+    loss = attempt.loss
+    if loss is not None and loss.agent_load:
+        # Its own load brought the sandbox down: the agent's to read, call by call.
+        return refuse(attempt, name, arguments, limit_refusal(name, loss), route.domain)
     return route
 
 
@@ -141,8 +155,8 @@ async def forward_call(
     t0 = time.perf_counter()
     outcome: Outcome
     try:
-        with anyio.fail_after(attempt.call_timeout):
-            result = await route.client.call_tool(name, arguments)
+        with attempt.sending(), anyio.fail_after(attempt.call_timeout):
+            result = capped_result(await route.client.call_tool(name, arguments))
         outcome = "tool_error" if result.is_error else "ok"
     except TimeoutError:
         result = timeout_result(name, attempt.call_timeout)
@@ -189,7 +203,7 @@ async def post_recorded(
     t0 = time.perf_counter()
     outcome: Outcome
     try:
-        with anyio.fail_after(attempt.call_timeout):
+        with attempt.sending(), anyio.fail_after(attempt.call_timeout):
             status, reply_headers, raw = await pool.post(body, headers)
     except TimeoutError:
         result, outcome = timeout_result(name, attempt.call_timeout), "timeout"
@@ -202,6 +216,9 @@ async def post_recorded(
     else:
         content_type = reply_headers.get("content-type", "application/json")
         message = relay.reply_message(raw, content_type)
+        if len(raw) > MAX_REPLY_BYTES:  # relayed and recorded cut, saying so (sandbox.proxy.caps)
+            message = capped_message(message, len(raw))
+            raw, content_type = relay.message_bytes(message), "application/json"
         fallback: tuple[str, bool, Outcome] = (
             raw.decode(errors="replace")[:2000],
             True,
@@ -242,6 +259,10 @@ async def relay_call(
         await manager.handle_request(scope, relay.replay(body, receive), send)
         return
     request_id, name, arguments, forwarded = call
+    admitted = admit(attempt, name, arguments)
+    if not isinstance(admitted, Route):  # over the argument cap: answered here, sent nowhere
+        await relay.respond(send, 200, relay.result_body(request_id, admitted))
+        return
     headers = relay.forward_headers(scope) + list(route.headers.items())
     reply = await post_recorded(
         attempt, route, pools[route.url], request_id, name, arguments, forwarded, headers

@@ -23,7 +23,19 @@ class ProxyError(SandboxError):
 
 
 class SandboxGoneError(ProxyError):
-    """The attempt's sandbox vanished or was replaced while registered: a system error."""
+    """The attempt's sandbox vanished or was replaced while registered: a system error
+    (the infrastructure's fault), which a new try in a fresh sandbox may cure."""
+
+
+class ResourceLimitHit(ProxyError):
+    """The attempt's own calls drove its sandbox over a limit (sandbox.proxy.loss), and
+    what drove the attempt failed on it: the agent's outcome, graded a failure
+    (`resource_limit`), never a system error and never retried (a new try of the same
+    calls hits the same limit). `cause`: the loss in words."""
+
+    def __init__(self, cause: str):
+        super().__init__(cause)
+        self.cause = cause
 
 
 class ToolPolicy(BaseModel):

@@ -28,12 +28,14 @@ from mcp import Client
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from sandbox.container_fate import Fate
 from sandbox.proxy import calls, relay
 from sandbox.proxy.app import ProxyApp
 from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.calls import leaf
 from sandbox.proxy.clients import list_all_tools, tool_json, upstream_client
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
+from sandbox.proxy.loss import Loss
 from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, ToolPolicy, Upstream
 from sandbox.proxy.routes import RESERVED_PREFIX, ToolCaller, build_routes
 from sandbox.proxy.watch import SandboxWatch, check_alive
@@ -153,31 +155,42 @@ class AttemptRegistry:
             self._watch.start()
         return self._watch
 
-    def watch_callback(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+    def watch_callback(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str, Fate | None], None]:
         """What the sandbox watch calls (from its threads) on a loss: `mark_gone` on `loop`."""
 
-        def on_gone(digest: str, cause: str) -> None:
+        def on_gone(digest: str, cause: str, fate: Fate | None = None) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self.mark_gone, digest, cause)
+                loop.call_soon_threadsafe(self.mark_gone, digest, cause, fate)
 
         return on_gone
 
-    def mark_gone(self, digest: str, cause: str) -> None:
-        """From now on the attempt (by token digest) relays nothing: its sandbox is lost."""
+    def mark_gone(self, digest: str, cause: str, fate: Fate | None = None) -> None:
+        """From now on the attempt (by token digest) relays nothing: its sandbox is lost
+        (`fate`: the lost container's, which with the calls in flight says whose doing
+        it was: sandbox.proxy.loss)."""
         attempt = self._attempts.get(digest)
-        if attempt is None or attempt.gone is not None:
+        if attempt is None or attempt.loss is not None:
             return
-        attempt.gone = cause
+        loss = attempt.lose(cause, fate)
+        if loss.agent_load:
+            log.warning(
+                "attempt %s: its own calls drove its sandbox over a limit: %s", attempt.attempt_id, cause
+            )
         pools, attempt.pools = attempt.pools, None
         for pool in (pools or {}).values():
             asyncio.get_running_loop().create_task(pool.aclose())
 
     def gone(self, token: str) -> str | None:
-        """Why the attempt's sandbox counts as lost, or None while it is fine."""
+        """Why the attempt's sandbox counts as lost (whoever caused it), or None while it is fine."""
+        loss = self.loss(token)
+        return None if loss is None else loss.cause
+
+    def loss(self, token: str) -> Loss | None:
+        """The attempt's sandbox loss and whose doing it was, or None while it is fine."""
         attempt = self.lookup(token)
         if attempt is None:
             raise ProxyError("unknown token")
-        return attempt.gone
+        return attempt.loss
 
     async def _attempt_lifetime(
         self,

@@ -12,6 +12,8 @@ from typing import Any
 from sandbox.proxy.calls import DIRECT_ID, CallReply, direct_call, forward_call, refuse_if_gone
 from sandbox.proxy.host import HOST, LoopHost, listen
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
+from sandbox.proxy.loss import Loss
+from sandbox.proxy.memory import return_large_buffers
 from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration
 from sandbox.proxy.registry import AttemptRegistry
 from sandbox.proxy.relay import UpstreamPool
@@ -34,6 +36,7 @@ class ProxyServer:
         follow_events: bool = True,
     ):
         self.port = port
+        return_large_buffers()  # the replies it reads whole go back to the system when freed
         # Docker's events followed from start(), not from the first registration: sets
         # booted after that register without a Docker call (see sandbox.proxy.watch).
         self.follow_events = follow_events
@@ -150,6 +153,11 @@ class ProxyServer:
     def gone(self, token: str) -> str | None:
         """Why the attempt's sandbox is lost (its containers or network vanished), else None."""
         return self.registry.gone(token)
+
+    def loss(self, token: str) -> Loss | None:
+        """The attempt's sandbox loss and whether the attempt's own load caused it
+        (sandbox.proxy.loss), else None."""
+        return self.registry.loss(token)
 
     def attempts(self) -> list[str]:
         return self.registry.attempts()

@@ -29,7 +29,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.container_fate import lost_container
+from sandbox.container_fate import Fate, lost_fate
 from sandbox.docker_client import docker_client
 from sandbox.proxy.models import SandboxGoneError
 
@@ -42,7 +42,7 @@ EVENTS = ["die", "destroy", "disconnect", "pause"]
 LIFE_EVENTS = ["start", "create", "connect"]
 REMEMBER_LOSSES = 4096  # containers and networks lost, kept for sets registered after the loss
 
-OnGone = Callable[[str, str], None]  # (watch key, cause)
+OnGone = Callable[[str, str, Fate | None], None]  # (watch key, cause, the lost container's fate)
 
 
 @dataclass(frozen=True)
@@ -79,28 +79,30 @@ def _summaries(ids: list[str], client: Any = None) -> dict[str, dict[str, Any]]:
 
 def _cause(
     containers: Mapping[str, str], network: str | None, found: Mapping[str, dict[str, Any]]
-) -> str | None:
-    """Why the sandbox counts as lost, or None when all its containers run on its network."""
+) -> tuple[str, Fate | None] | None:
+    """Why the sandbox counts as lost (and the lost container's fate, when one is), or
+    None when all its containers run on its network."""
     for role, cid in containers.items():
         summary = found.get(cid)
         if summary is None:
-            return f"sandbox gone: its {role} container {cid[:12]} no longer exists"
+            return f"sandbox gone: its {role} container {cid[:12]} no longer exists", None
         if summary.get("State") != "running":
             # The summary lacks the exit code and the OOM flag: ask for the whole story.
-            told = lost_container({role: cid}) or f"its {role} container {cid[:12]} is {summary.get('State')}"
-            return f"sandbox gone: {told}"
+            fate = lost_fate({role: cid})
+            told = fate.text if fate else f"its {role} container {cid[:12]} is {summary.get('State')}"
+            return f"sandbox gone: {told}", fate
         networks = (summary.get("NetworkSettings") or {}).get("Networks") or {}
         if network is not None and network not in networks:
-            return f"sandbox gone: its {role} container {cid[:12]} left network {network}"
+            return f"sandbox gone: its {role} container {cid[:12]} left network {network}", None
     return None
 
 
 def check_alive(containers: Mapping[str, str], network: str | None) -> None:
     """Raise SandboxGoneError unless every container runs (by id) and, when
     given, they are all still attached to `network`."""
-    cause = _cause(containers, network, _summaries(list(containers.values())))
-    if cause is not None:
-        raise SandboxGoneError(cause)
+    lost = _cause(containers, network, _summaries(list(containers.values())))
+    if lost is not None:
+        raise SandboxGoneError(lost[0])
 
 
 class _Seen:
@@ -195,12 +197,12 @@ class SandboxWatch:
             with contextlib.suppress(Exception):
                 self._events_client.close()
 
-    def _lost(self, key: str, cause: str) -> None:
+    def _lost(self, key: str, cause: str, fate: Fate | None = None) -> None:
         with self._lock:
             if self._watched.pop(key, None) is None:
                 return
         log.warning("attempt %s: %s", key, cause)
-        self.on_gone(key, cause)
+        self.on_gone(key, cause, fate)
 
     def check_all(self) -> None:
         """One listing of every watched container; a daemon unreachable for
@@ -217,9 +219,9 @@ class SandboxWatch:
             return
         self._unknown_since = None
         for key, w in items:
-            cause = _cause(w.containers, w.network, found)
-            if cause is not None:
-                self._lost(key, cause)
+            lost = _cause(w.containers, w.network, found)
+            if lost is not None:
+                self._lost(key, *lost)
 
     def _check_loop(self) -> None:
         while True:
@@ -286,8 +288,8 @@ class SandboxWatch:
             with self._lock:
                 if loss.key not in self._watched:
                     continue  # reported already (an earlier event of the set, the check)
-            told = lost_container({loss.role: loss.container}) if loss.container else None
-            self._lost(loss.key, f"sandbox gone: {told}" if told else loss.cause)
+            fate = lost_fate({loss.role: loss.container}) if loss.container else None
+            self._lost(loss.key, f"sandbox gone: {fate.text}" if fate else loss.cause, fate)
 
     def _all_lost(self, cause: str) -> None:
         with self._lock:

@@ -30,6 +30,7 @@ from sandbox import (
 from sandbox.proxy import calls, relay
 from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.calls import CallReply
+from sandbox.proxy.loss import Loss
 from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import Route
 
@@ -78,7 +79,7 @@ def test_nothing_is_relayed_once_the_sandbox_is_gone() -> None:
     attempt = _attempt("a_echo")
     calls.refuse_if_gone(attempt)
     assert attempt.lost() is None
-    attempt.gone = "sandbox gone: its postgres container was killed"
+    attempt.loss = Loss("sandbox gone: its postgres container was killed")
     with pytest.raises(SandboxGoneError, match="postgres container was killed; the attempt cannot go on"):
         calls.refuse_if_gone(attempt)
 
@@ -263,7 +264,9 @@ async def test_a_lost_sandbox_or_unknown_token_relays_nothing(
         loop = proxy._host._loop
         assert loop is not None
         proxy.registry.watch_callback(loop)(
-            hashlib.sha256(reg.token.encode()).hexdigest(), "sandbox gone: its postgres container was killed"
+            hashlib.sha256(reg.token.encode()).hexdigest(),
+            "sandbox gone: its postgres container was killed",
+            None,
         )
         deadline = time.monotonic() + 5
         while proxy.gone(reg.token) is None:

@@ -533,6 +533,7 @@ async def test_a_lost_sandbox_relays_nothing(proxy: ProxyServer, upstreams: dict
         on_gone(
             hashlib.sha256(reg.token.encode()).hexdigest(),
             "sandbox gone: its server-alpha container was removed",
+            None,
         )
         deadline = time.monotonic() + 5
         while proxy.gone(reg.token) is None:

@@ -36,7 +36,7 @@ def booted(watch: SandboxWatch, containers: dict[str, str] = SET, net: str = NET
 
 def new_watch() -> tuple[SandboxWatch, list[tuple[str, str]]]:
     gone: list[tuple[str, str]] = []
-    return SandboxWatch(lambda key, cause: gone.append((key, cause))), gone
+    return SandboxWatch(lambda key, cause, fate: gone.append((key, cause))), gone
 
 
 def test_a_set_whose_boot_the_stream_saw_is_known_alive() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import sandbox.proxy.watch as watch_mod
+from sandbox.container_fate import Fate
 from sandbox.proxy.watch import SandboxWatch
 
 NET = "tbx-net-r1"
@@ -88,7 +89,7 @@ class Watched:
 @pytest.fixture
 def watched(client: FakeClient) -> Iterator[Watched]:
     gone: list[tuple[str, str]] = []
-    watch = SandboxWatch(lambda key, cause: gone.append((key, cause)), check_every=60)
+    watch = SandboxWatch(lambda key, cause, fate: gone.append((key, cause)), check_every=60)
     watch.add("k1", SET, NET)
     try:
         assert client.opened.wait(5)
@@ -111,12 +112,12 @@ def test_the_reader_keeps_reading_while_a_loss_is_being_described(
     release = threading.Event()
     asked: list[str] = []
 
-    def slow_lost_container(containers: dict[str, str], client: Any = None) -> str:
+    def slow_lost_container(containers: dict[str, str], client: Any = None) -> Fate:
         asked.extend(containers.values())
         release.wait(10)  # a daemon slow to answer an inspect
-        return "its server-retail container exited with code 1"
+        return Fate("server-retail", "its server-retail container exited with code 1")
 
-    monkeypatch.setattr(watch_mod, "lost_container", slow_lost_container)
+    monkeypatch.setattr(watch_mod, "lost_fate", slow_lost_container)
     stream, gone = watched.stream, watched.gone
     try:
         stream.events.put(die(SET["server-retail"]))
@@ -138,11 +139,11 @@ def test_a_second_loss_of_a_reported_set_is_not_described_again(
 ) -> None:
     asked: list[str] = []
 
-    def lost_container(containers: dict[str, str], client: Any = None) -> str:
+    def lost_container(containers: dict[str, str], client: Any = None) -> Fate:
         asked.extend(containers.values())
-        return "exited"
+        return Fate("server-retail", "exited")
 
-    monkeypatch.setattr(watch_mod, "lost_container", lost_container)
+    monkeypatch.setattr(watch_mod, "lost_fate", lost_container)
     watched.stream.events.put(die(SET["server-retail"]))
     wait_for(lambda: watched.gone)
     watched.stream.events.put(die(SET["postgres"]))
@@ -153,7 +154,7 @@ def test_a_second_loss_of_a_reported_set_is_not_described_again(
 
 
 def test_close_closes_the_stream_and_ends_every_thread(client: FakeClient) -> None:
-    watch = SandboxWatch(lambda key, cause: None, check_every=60)
+    watch = SandboxWatch(lambda key, cause, fate: None, check_every=60)
     watch.start()
     assert client.opened.wait(5)
     wait_for(lambda: watch.following)
@@ -178,7 +179,7 @@ def test_a_stream_opened_while_closing_is_closed_not_left_unread(
         return plain_events(**kw)
 
     monkeypatch.setattr(client, "events", slow_events)
-    watch = SandboxWatch(lambda key, cause: None, check_every=60)
+    watch = SandboxWatch(lambda key, cause, fate: None, check_every=60)
     watch.start()
     assert opening.wait(5)
     closer = threading.Thread(target=watch.close)
@@ -204,7 +205,7 @@ def test_a_slow_full_check_does_not_hold_the_reader(
         return {cid: {"State": "running", "NetworkSettings": {"Networks": {NET: {}}}} for cid in ids}
 
     monkeypatch.setattr(watch_mod, "_summaries", slow_summaries)
-    watch = SandboxWatch(lambda key, cause: None, check_every=60)
+    watch = SandboxWatch(lambda key, cause, fate: None, check_every=60)
     watch.add("k1", SET, NET)
     try:
         assert checking.wait(5)  # the check on connecting, well before check_every
@@ -224,11 +225,11 @@ def test_the_first_event_of_a_loss_names_it_even_while_it_is_being_described(
     container (from the daemon) although the disconnect was read while it was asked."""
     release = threading.Event()
 
-    def slow_lost_container(containers: dict[str, str], client: Any = None) -> str:
+    def slow_lost_container(containers: dict[str, str], client: Any = None) -> Fate:
         release.wait(10)
-        return "its postgres container exited with code 137 (killed: SIGKILL)"
+        return Fate("postgres", "its postgres container exited with code 137 (killed: SIGKILL)")
 
-    monkeypatch.setattr(watch_mod, "lost_container", slow_lost_container)
+    monkeypatch.setattr(watch_mod, "lost_fate", slow_lost_container)
     stream, gone = watched.stream, watched.gone
     try:
         stream.events.put(die(SET["postgres"]))
