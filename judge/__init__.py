@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from judge.verdict import (
         InitialStateMismatch,
         decide,
+        limit_verdict,
     )
 
 # name -> the module that defines it; imported on first use, so `import judge`
@@ -82,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "canonical_state": "judge.canonical",
     "compute_effects": "judge.effects",
     "decide": "judge.verdict",
+    "limit_verdict": "judge.verdict",
     "dump_canonical": "judge.canonical",
     "failure_signature": "judge.signature",
     "golden_differences": "judge.effects",

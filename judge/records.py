@@ -26,7 +26,12 @@ from judge.canonical import State
 SCHEMA_VERSION = 1
 
 Signature = Literal[
-    "tool_use", "wrong_state_update", "incomplete_resolution", "no_state_change", "rubric_failed"
+    "tool_use",
+    "wrong_state_update",
+    "incomplete_resolution",
+    "no_state_change",
+    "rubric_failed",
+    "resource_limit",
 ]
 SIGNATURES: tuple[Signature, ...] = (
     "tool_use",
@@ -34,6 +39,7 @@ SIGNATURES: tuple[Signature, ...] = (
     "incomplete_resolution",
     "no_state_change",
     "rubric_failed",
+    "resource_limit",
 )
 DifferenceKind = Literal["wrong_value", "missing_effect", "extra_effect", "row_order"]
 EffectOp = Literal["insert", "update", "delete"]
@@ -185,12 +191,16 @@ class Verdict(BaseModel):
     rubrics_passed: bool | None = None  # None: the task has no rubrics
     signature: Signature | None = None  # set for every failed attempt
     judge_errors: int = 0  # rubric replies that could not be parsed
+    # The attempt's own calls drove its sandbox over a limit (why, in words): a failure
+    # whatever its state; the state's differences, when it could still be read, beside it.
+    resource_limit: str | None = None
 
     def summary(self) -> str:
         if self.passed:
             return "pass"
         head = f"fail [{self.signature}]"
-        lines = [d.describe() for d in self.differences[:5]]
+        lines = [self.resource_limit[:300]] if self.resource_limit else []
+        lines += [d.describe() for d in self.differences[:5]]
         lines += [f"rubric no: {a.question[:80]}" for a in self.rubric_answers if not a.passed][:3]
         return head + ("; " + "; ".join(lines) if lines else "")
 
@@ -233,4 +243,6 @@ class AttemptRecord(BaseModel):
     final_message: str | None = None
     rubric_answers: list[RubricAnswer] | None = None
     system_error: str | None = None  # set when the attempt never produced a judgeable state
+    # the attempt's own load hit a limit (judge.verdict.limit_verdict): a failure, graded so again
+    resource_limit: str | None = None
     verdict: Verdict | None = None

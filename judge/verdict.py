@@ -4,6 +4,11 @@ labelled differences, the rubric answers and, for a failure, its signature.
 
     verdict = decide(task_id, domain.tables, golden, terminal, trajectory,
                      initial=initial, rubrics=task.rubrics, rubric_answers=answers)
+
+An attempt whose own calls drove its sandbox over a limit (memory, disk, time:
+sandbox.proxy.loss) is a failure with the signature `resource_limit` whatever
+its state (`limit_verdict`); its state's differences stay beside it when the
+state could still be read.
 """
 
 from __future__ import annotations
@@ -76,4 +81,24 @@ def decide(
         rubrics_passed=rubrics_passed,
         signature=None if passed else failure_signature(differences, trajectory, effects),
         judge_errors=sum(1 for a in answers if a.answer is None),
+    )
+
+
+def limit_verdict(task_id: str, golden: GoldenState, cause: str, from_state: Verdict | None) -> Verdict:
+    """The verdict of an attempt whose own load hit a limit (`cause`, in words): failed,
+    signature `resource_limit`; `from_state`: its terminal state's verdict (differences,
+    effects) when that state could be read, else None (no state diff)."""
+    if from_state is None:
+        return Verdict(
+            task_id=task_id,
+            passed=False,
+            strict=False,
+            terminal_hash="",
+            golden_hash=golden.golden_hash,
+            initial_hash=golden.initial_hash,
+            signature="resource_limit",
+            resource_limit=cause,
+        )
+    return from_state.model_copy(
+        update={"passed": False, "signature": "resource_limit", "resource_limit": cause}
     )

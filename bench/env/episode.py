@@ -71,6 +71,7 @@ from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
 from sandbox import ProxyCall, SandboxGoneError, proxy_client
 from sandbox.labels import new_id
+from sandbox.proxy.models import ResourceLimitHit
 
 
 class _Close:
@@ -214,6 +215,13 @@ class Episode:
                     finally:
                         # the conversation is over: unregister, terminal dump, teardown follow
                         self.phase = "finalizing"
+            except ResourceLimitHit:
+                # The conversation failed on a loss the agent's own calls caused: its outcome
+                # (outcome.resource_limit, graded below), not a system error.
+                self.phase = "finalizing"
+                finish = _Finish("agent_error")
+                if self._run is not None and self._run.finish is None:
+                    self._run.finish = "agent_error"
             except SandboxGoneError as exc:
                 # The lifecycle's word for a lost sandbox; the episode's records say SandboxLost.
                 if isinstance(exc, SandboxLost):
@@ -222,7 +230,9 @@ class Episode:
                     str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1)
                 ) from exc
             calls = outcome.calls
-            assert self._run is not None and outcome.terminal_state is not None
+            # no terminal state only after the agent's own load took the database down
+            assert self._run is not None
+            assert outcome.terminal_state is not None or outcome.resource_limit is not None
             traj = self._run.trajectory()
             outcome.trajectory = traj
             outcome.usage = usage_of(traj)
@@ -240,6 +250,7 @@ class Episode:
                 final_message=traj.final_message,
                 judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
+                resource_limit=outcome.resource_limit,
             )
             timings["judge"] = time.monotonic() - t
             write_graded(host.output, task, record, outcome, graded, timings)
@@ -283,6 +294,10 @@ class Episode:
             self.phase = "closed" if self.reward_type is None else "done"
             host.episodes.pop(self.id, None)
             self._fail_queued()
+            # What the episode recorded is written: a client that keeps the ended episode
+            # (its WebSocket session, `state`) must not keep its replies and states alive.
+            self._run = None
+            self._live_attempt = None
 
     async def _converse(self, client: Any) -> _Finish:
         """The reset observation, then steps from the inbox until the conversation ends."""
@@ -454,19 +469,19 @@ class Episode:
         rec = await run.call_tool(client, call_id, name, raw)
         new: list[ProxyCall] = live.calls()[seen:]
         outcomes = {c.outcome for c in new}
-        gone = live.gone()
-        if gone is not None:  # the proxy saw the sandbox's containers or network vanish
-            raise SandboxLost(f"tool call {name}: {gone}")
-        if "upstream_error" in outcomes:
-            raise SandboxLost(
-                f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
-            )
-        if "timeout" in outcomes or (rec.via_mcp and not new):
-            # A slow tool is the agent's to see; a dead container is not (a killed
-            # container's open connections time out instead of failing).
-            lost = await live.lost_container()
-            if lost is not None:
-                raise SandboxLost(f"tool call {name} timed out; sandbox gone: {lost}")
+        lost_server = "upstream_error" in outcomes
+        if live.gone() is not None or lost_server or "timeout" in outcomes or (rec.via_mcp and not new):
+            # A slow tool is the agent's to see; a dead container is not (a killed container's
+            # open connections time out instead of failing), unless the attempt's own calls
+            # drove it over its limit: then the agent reads the tool error and the episode
+            # ends a failure (bench.run.lifecycle).
+            loss = await live.loss(wait=lost_server)
+            if loss is not None and not loss.agent_load:
+                raise SandboxLost(f"tool call {name}: {loss.cause}")
+            if loss is None and lost_server:
+                raise SandboxLost(
+                    f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
+                )
         return ToolResult(
             call_id=call_id, name=name, tool_result=rec.result, tool_error=_tool_error(rec, new)
         )

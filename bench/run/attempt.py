@@ -195,6 +195,10 @@ class AttemptOutcome(BaseModel):
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
     system_error: AttemptFailure | None = None
+    # The attempt's own calls drove its sandbox over a limit (sandbox.proxy.loss), why in
+    # words: graded a failure with the signature `resource_limit`, never a system error;
+    # `terminal_state` is None when the state could not be read after it.
+    resource_limit: str | None = None
     node: str | None = None  # the cluster node it ran on (`tbx run --ray`), else None
 
     @computed_field  # type: ignore[prop-decorator]

@@ -373,7 +373,6 @@ class Coordinator:
             if outcome.system_error is not None:
                 failure = outcome.system_error
                 raise _TryFailed(outcome.trajectory, str(failure), failure.traceback)
-            assert outcome.terminal_state is not None and outcome.trajectory is not None
             t = time.monotonic()
             graded = await grade(
                 self.bench,
@@ -385,6 +384,7 @@ class Coordinator:
                 final_message=outcome.final_message,
                 judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
+                resource_limit=outcome.resource_limit,  # the agent's own load: a failure, graded here
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
 from bench.run.errors import GradingError
-from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide
+from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide, limit_verdict
 from servers.registry import load_domain
 
 RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
@@ -33,11 +33,32 @@ def task_rubrics(bench: Benchmark, task: Task) -> list[str]:
     return list(bench.effective_init(task).rubrics_yesno) if task.has_rubrics else []
 
 
+def limited(
+    bench: Benchmark,
+    task: Task,
+    golden: GoldenState,
+    terminal: State | None,
+    calls: Sequence[ToolCallView],
+    cause: str,
+    *,
+    initial: State | None,
+    domain: str | None = None,
+) -> Graded:
+    """An attempt whose own load hit a limit (`cause`): a failure with the signature
+    `resource_limit` (judge.limit_verdict), its state's differences beside it when
+    `terminal` could be read. No rubric is asked: nothing an answer says changes it."""
+    from_state = None
+    if terminal is not None:
+        tables = load_domain(domain or task.domain).tables
+        from_state = decide(task.id, tables, golden, terminal, list(calls), initial=initial)
+    return Graded(verdict=limit_verdict(task.id, golden, cause, from_state))
+
+
 async def grade(
     bench: Benchmark,
     task: Task,
     golden: GoldenState,
-    terminal: State,
+    terminal: State | None,
     calls: Sequence[ToolCallView],
     *,
     initial: State | None,
@@ -47,10 +68,17 @@ async def grade(
     judge: RubricJudgeFn | None = None,
     skip_rubrics: bool = False,
     no_judge: str = NO_JUDGE,
+    resource_limit: str | None = None,
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).
-    `skip_rubrics` judges a rubric task on state alone (and says so)."""
+    `skip_rubrics` judges a rubric task on state alone (and says so).
+    `resource_limit`: the attempt's own load hit a limit (why): `limited`. Without
+    it a terminal state is required (GradingError)."""
+    if resource_limit is not None:
+        return limited(bench, task, golden, terminal, calls, resource_limit, initial=initial, domain=domain)
+    if terminal is None:
+        raise GradingError(f"{task.id}: the attempt has no terminal state to grade")
     rubrics = task_rubrics(bench, task)
     skipped = bool(rubrics) and skip_rubrics
     if skipped:

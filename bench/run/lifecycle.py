@@ -56,10 +56,15 @@ from sandbox import (
     ToolPolicy,
     Upstream,
 )
-from sandbox.container_fate import lost_container
+from sandbox.container_fate import Fate, lost_fate
 from sandbox.provider import SandboxSession
+from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT
+from sandbox.proxy.loss import Loss, agent_load
+from sandbox.proxy.models import ResourceLimitHit
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
+
+LOSS_WAIT = 5.0  # seconds a call that lost its server waits for the proxy's word on whose loss it was
 
 # A killed PostgreSQL breaks a dump's connection before the daemon has recorded the
 # container's exit (#38 finding 12: the terminal dump's OperationalError was reported
@@ -133,15 +138,57 @@ class LiveAttempt:
     async def lost_container(self) -> str | None:
         return await _lost_container(self.session)
 
+    async def loss(self, *, wait: bool = False) -> Loss | None:
+        """The sandbox's loss and whose doing it was: the proxy's word when its watch told
+        it, else a container found dead now, judged by the calls recorded so far. `wait`:
+        a call just lost its server, so a loss is coming: give the watch up to LOSS_WAIT
+        seconds to report it (it names an OOM kill only once the kernel's records are read)."""
+        deadline = time.monotonic() + (LOSS_WAIT if wait else 0.0)
+        while True:
+            told = self._proxy.loss(self.token)
+            if told is not None:
+                return told
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.1)
+        return await _judged_loss(self.session, self.calls())
+
     async def dump_state(self) -> State:
         """The sandbox's canonical state now, read host side."""
         return await _dump(self.session, self.spec.domain)
 
 
+async def _lost_fate(session: SandboxSession) -> Fate | None:
+    """A container of `session` that died (sandbox.container_fate); None when all run."""
+    containers = dict(session.containers)
+    return await asyncio.to_thread(lost_fate, containers) if containers else None
+
+
 async def _lost_container(session: SandboxSession) -> str | None:
     """A container of `session` that died, described (sandbox.container_fate); None when all run."""
-    containers = dict(session.containers)
-    return await asyncio.to_thread(lost_container, containers) if containers else None
+    fate = await _lost_fate(session)
+    return None if fate is None else fate.text
+
+
+async def _judged_loss(session: SandboxSession, calls: list[ProxyCall]) -> Loss | None:
+    """A container of `session` found dead now, and whether the attempt's `calls` drove it
+    there (sandbox.proxy.loss, as the proxy judges the losses its watch reports)."""
+    fate = await _lost_fate(session)
+    if fate is None:
+        return None
+    spans: list[tuple[float, float | None]] = [
+        (c.started_at.timestamp(), c.started_at.timestamp() + c.latency_ms / 1000) for c in calls
+    ]
+    return Loss(f"sandbox gone: {fate.text}", agent_load(fate, spans, DEFAULT_CALL_TIMEOUT, time.time()))
+
+
+async def _dump_if_readable(session: SandboxSession, domain: str) -> State | None:
+    """The terminal state after the attempt's own load hit a limit: None when it cannot be
+    read (the database was what went down)."""
+    try:
+        return await _dump(session, domain)
+    except Exception:
+        return None
 
 
 async def _lost_after(session: SandboxSession, exc: Exception) -> str | None:
@@ -194,20 +241,35 @@ async def open_attempt(
             reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
             live = LiveAttempt(spec, outcome, session, proxy, reg)
             t = time.monotonic()
+            failed: Exception | None = None
             try:
                 yield live
+            except Exception as exc:  # raised again below, unless the attempt's own load was the cause
+                failed = exc
             finally:
-                gone = proxy.gone(reg.token)
+                recorded = proxy.calls(reg.token)
+                # A call that lost its server means a loss is coming: wait for the watch's word.
+                lost_server = any(c.outcome == "upstream_error" for c in recorded)
+                loss = await live.loss(wait=True) if lost_server else proxy.loss(reg.token)
                 outcome.calls = call_views(await proxy.aunregister(reg.token))
-                if gone is not None:  # whatever the body saw, this is the cause
-                    raise SandboxGoneError(f"attempt {spec.attempt_id}: {gone}")
+                if loss is not None and not loss.agent_load:  # whatever the body saw, this is the cause
+                    raise SandboxGoneError(f"attempt {spec.attempt_id}: {loss.cause}") from failed
             timings["agent"] = time.monotonic() - t
             t = time.monotonic()
-            outcome.terminal_state = await _dump(session, spec.domain)
-            timings["final_dump"] = time.monotonic() - t
+            if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
+                outcome.resource_limit = loss.cause
+                outcome.terminal_state = await _dump_if_readable(session, spec.domain)
+                timings["final_dump"] = time.monotonic() - t
+                if failed is not None:
+                    raise ResourceLimitHit(loss.cause) from failed
+            else:
+                if failed is not None:
+                    raise failed
+                outcome.terminal_state = await _dump(session, spec.domain)
+                timings["final_dump"] = time.monotonic() - t
         except Exception as exc:
             # Whatever failed (a dump, a tool call), a dead container is the cause to report.
-            if not isinstance(exc, SandboxGoneError):
+            if not isinstance(exc, SandboxGoneError | ResourceLimitHit):
                 lost = await _lost_after(session, exc)
                 if lost is not None:
                     raise SandboxGoneError(f"attempt {spec.attempt_id}: sandbox gone: {lost}") from exc
@@ -251,6 +313,12 @@ async def execute_attempt(
                 effects_probe=probe,
             )
         outcome.usage = usage_of(outcome.trajectory)
+    except ResourceLimitHit as exc:
+        # The agent's own load, on which its loop failed: graded a failure with what it left.
+        partial = getattr(exc.__cause__, "trajectory", None)
+        if outcome.trajectory is None and isinstance(partial, Trajectory):
+            outcome.trajectory = partial
+            outcome.usage = usage_of(partial)
     except Exception as exc:
         partial = getattr(exc, "trajectory", None)
         if outcome.trajectory is None and isinstance(partial, Trajectory):

@@ -45,10 +45,15 @@ def write_graded(
     """Write a graded attempt (states, trajectory, record, row); returns the row.
     `retried`: the messages of this (task, repeat)'s earlier tries that ended in
     a system error (bench.run.retries)."""
-    assert outcome.initial_state is not None and outcome.terminal_state is not None
+    assert outcome.initial_state is not None
+    assert outcome.terminal_state is not None or outcome.resource_limit is not None
     verdict = graded.verdict
     record.initial_state_path = output.write_state(f"{record.attempt_id}.initial", outcome.initial_state)
-    record.terminal_state_path = output.write_state(f"{record.attempt_id}.terminal", outcome.terminal_state)
+    if outcome.terminal_state is not None:  # none after a limit that took the database down
+        record.terminal_state_path = output.write_state(
+            f"{record.attempt_id}.terminal", outcome.terminal_state
+        )
+    record.resource_limit = outcome.resource_limit
     record.trajectory = outcome.calls
     record.final_message = outcome.final_message
     record.rubric_answers = graded.answers

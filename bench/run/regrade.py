@@ -83,7 +83,7 @@ async def grade_record(
     and a judge is given. `skip_rubrics`: judge a rubric task on state alone."""
     task = bench.task(record.task_id)
     terminal = terminal_state_of(record, base_dir)
-    if terminal is None:
+    if terminal is None and record.resource_limit is None:
         raise RegradeError(f"{record.attempt_id or record.task_id}: no terminal state recorded")
     initial = initial_state_of(record, base_dir)
     golden = await store.get(task)
@@ -105,6 +105,7 @@ async def grade_record(
             skip_rubrics=skip_rubrics,
             no_judge=f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
             "pass --rejudge-rubrics and a judge model",
+            resource_limit=record.resource_limit,
         )
     except GradingError as exc:
         raise RegradeError(str(exc)) from None

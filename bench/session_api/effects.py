@@ -88,20 +88,22 @@ def diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
 
 def effects_object(
     initial: State,
-    result: State,
+    result: State | None,
     golden: State,
     *,
     rubrics: Any,
     rubrics_yesno: list[str] | None,
 ) -> dict[str, Any]:
     """One server's effects in the reference's key order; `rubrics_yesno` None: the
-    server has no such key (only the travel and neobank servers carry it)."""
+    server has no such key (only the travel and neobank servers carry it). `result`
+    None: the session's own calls took its database down (no result state, no hash:
+    the diff says the result is missing, which no golden state matches)."""
     # The states as the hashes see them; the objects answered in a JSON-safe form, so the
     # effects of any state a row can hold serialise (a stored NaN is "NaN").
     out: dict[str, Any] = {
         "initial_db_state": json_safe(initial),
         "result_db_state": json_safe(result),
-        "result_db_hash": state_hash(result),
+        "result_db_hash": None if result is None else state_hash(result),
         "golden_db_state": json_safe(golden),
         "golden_db_hash": state_hash(golden),
         "diff": json_safe(diff(result, golden)),

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.dataset import Benchmark, Task
 from bench.prepare import initial_state
 from bench.rollout.trajectory import ToolCall, Trajectory
-from bench.run.grading import Graded
+from bench.run.grading import Graded, limited
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
 from bench.session_api.server_config import task_key
@@ -132,6 +132,20 @@ class Recorder:
             metadata={"session_id": session.id},
         )
         outcome = outcome.model_copy(update={"trajectory": traj, "repeat": repeat, "task_id": task.id})
+        if session.error is None and outcome.resource_limit is not None and golden is not None:
+            # the client's own calls drove its sandbox over a limit: a failure, not a system error
+            graded = limited(
+                self.bench,
+                task,
+                golden,
+                outcome.terminal_state,
+                outcome.calls,
+                outcome.resource_limit,
+                initial=outcome.initial_state,
+                domain=entry.domain,
+            )
+            write_graded(self.output, task, record, outcome, graded, outcome.timings)
+            return
         if session.error is not None or outcome.terminal_state is None or golden is None:
             cause = session.error or RuntimeError("the session ended without a terminal state")
             message = f"{cause.__class__.__name__}: {cause}"

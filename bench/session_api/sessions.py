@@ -38,7 +38,7 @@ from bench.session_api.golden import GoldenCache
 from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
-from judge.canonical import json_safe
+from judge.canonical import State, json_safe
 from judge.records import GoldenState, ToolCallView
 from sandbox import (
     ProxyServer,
@@ -322,13 +322,17 @@ class SessionTable:
         return text
 
     def _check_alive(self, session: Session, status: int = 400) -> LiveAttempt:
+        """The session's attempt, unless the infrastructure lost its sandbox (SandboxLost).
+        A loss the session's own calls caused is theirs: calls answer its tool error,
+        effects are read as far as they can be (bench.run.lifecycle)."""
         live = session.live
         if live is None:
             raise ApiError("the session has no sandbox (its server_config named no server)")
-        gone = live.gone()
-        if gone is not None:
+        loss = self.proxy.loss(live.token)
+        if loss is not None and not loss.agent_load:
             raise SandboxLost(
-                f"the session's sandbox is gone ({gone}); destroy the session and create a new one", status
+                f"the session's sandbox is gone ({loss.cause}); destroy the session and create a new one",
+                status,
             )
         return live
 
@@ -361,10 +365,14 @@ class SessionTable:
 
     @staticmethod
     async def _raise_if_lost(live: LiveAttempt) -> None:
-        lost = live.gone() or await live.lost_container()
-        if lost is not None:
+        """SandboxLost when the infrastructure lost the sandbox; nothing when it is fine or
+        the session's own calls drove it over a limit (that reply is the client's to read)."""
+        calls = live.calls()
+        lost_server = bool(calls) and calls[-1].outcome == "upstream_error"  # a loss is coming
+        loss = await live.loss(wait=lost_server)
+        if loss is not None and not loss.agent_load:
             raise SandboxLost(
-                f"the session's sandbox is gone ({lost}); destroy the session and create a new one"
+                f"the session's sandbox is gone ({loss.cause}); destroy the session and create a new one"
             )
 
     # ---- effects --------------------------------------------------------------------
@@ -381,13 +389,16 @@ class SessionTable:
         live = self._check_alive(session, lost_status)
         entry, golden = session.entry, session.golden
         assert entry is not None and golden is not None and live.outcome.initial_state is not None
+        result: State | None
         try:
             result = await live.dump_state()
         except Exception as exc:
-            lost = await live.lost_container()
-            if lost is not None:
-                raise SandboxLost(f"the session's sandbox is gone ({lost})", lost_status) from None
-            raise ApiError(f"reading the session's state failed: {exc}", 500) from None
+            loss = await live.loss()
+            if loss is None:
+                raise ApiError(f"reading the session's state failed: {exc}", 500) from None
+            if not loss.agent_load:
+                raise SandboxLost(f"the session's sandbox is gone ({loss.cause})", lost_status) from None
+            result = None  # its own calls took the database down: effects without a result state
         return effects_object(
             live.outcome.initial_state,
             result,
@@ -407,8 +418,11 @@ class SessionTable:
         # Behind what the session still runs (bounded like any operation), then the attempt goes.
         with contextlib.suppress(QueueTimeout):
             await session.run(_nothing)
-        lost = session.live.gone() if session.live is not None else None
-        await session.close(RuntimeError(lost) if lost else None)
+        loss = self.proxy.loss(session.live.token) if session.live is not None else None
+        # the infrastructure's loss ends the session as a system error; one its own calls
+        # caused is graded a failure (bench.session_api.record)
+        lost = loss is not None and not loss.agent_load
+        await session.close(RuntimeError(loss.cause) if loss is not None and lost else None)
         if self.on_closed is not None and session.entry is not None:
             try:
                 await self.on_closed(session)
