@@ -17,7 +17,7 @@ already dropped, primitive lists sorted, rows in canonical order.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,14 +33,7 @@ Signature = Literal[
     "rubric_failed",
     "resource_limit",
 ]
-SIGNATURES: tuple[Signature, ...] = (
-    "tool_use",
-    "wrong_state_update",
-    "incomplete_resolution",
-    "no_state_change",
-    "rubric_failed",
-    "resource_limit",
-)
+SIGNATURES: tuple[Signature, ...] = get_args(Signature)
 DifferenceKind = Literal["wrong_value", "missing_effect", "extra_effect", "row_order"]
 EffectOp = Literal["insert", "update", "delete"]
 

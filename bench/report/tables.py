@@ -139,21 +139,23 @@ def diagnostic_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in report.runs:
         m = r.diagnostic or r
-        rows.append(
-            [
-                r.run,
-                str(m.tasks),
-                str(m.attempts),
-                str(m.system_errors),
-                f"{fmt_pct(m.pass_at_1)} {fmt_ci(m.pass_at_1_ci)}",
-                f"{fmt_pct(pass_hat_big_k(m))} ({m.retention_k or DASH})",
-                k_of_k_text(m),
-                fmt_ratio(m.retention),
-                fmt_usd(m.cost.per_success_usd),
-                fmt_usd(m.cost.per_reliable_task_usd),
-            ]
-        )
+        rows.append([r.run, *_score_cells(m)])
     return header, rows
+
+
+def _score_cells(m: GroupMetrics | ViewMetrics) -> list[str]:
+    """One group's cells after its name, in the column order of the score tables."""
+    return [
+        str(m.tasks),
+        str(m.attempts),
+        str(m.system_errors),
+        f"{fmt_pct(m.pass_at_1)} {fmt_ci(m.pass_at_1_ci)}",
+        f"{fmt_pct(pass_hat_big_k(m))} ({m.retention_k or DASH})",
+        k_of_k_text(m),
+        fmt_ratio(m.retention),
+        fmt_usd(m.cost.per_success_usd),
+        fmt_usd(m.cost.per_reliable_task_usd),
+    ]
 
 
 def domain_rows(r: RunMetrics | ViewMetrics) -> tuple[list[str], list[list[str]]]:
@@ -172,20 +174,7 @@ def domain_rows(r: RunMetrics | ViewMetrics) -> tuple[list[str], list[list[str]]
     ]
     rows = []
     for name, m in [*r.per_domain.items(), ("all", r)]:
-        rows.append(
-            [
-                name,
-                str(m.tasks),
-                str(m.attempts),
-                str(m.system_errors),
-                f"{fmt_pct(m.pass_at_1)} {fmt_ci(m.pass_at_1_ci)}",
-                f"{fmt_pct(pass_hat_big_k(m))} ({m.retention_k or DASH})",
-                k_of_k_text(m),
-                fmt_ratio(m.retention),
-                fmt_usd(m.cost.per_success_usd),
-                fmt_usd(m.cost.per_reliable_task_usd),
-            ]
-        )
+        rows.append([name, *_score_cells(m)])
     return header, rows
 
 
