@@ -132,7 +132,9 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     assert report.returncode == 0, report.stderr
     assert "| 1 (model endpoint 1) |" in report.stdout, report.stdout  # the summary's system errors
     flags = (out / "report.md").read_text()
-    assert "1 attempts ended in a system error (model endpoint 1)" in flags, flags
+    assert "1 attempts ended in a system error still there after the retries (model endpoint 1)" in flags, (
+        flags
+    )
     as_json = subprocess.run(
         [sys.executable, "-m", "bench.cli", "report", str(out), "--json"], capture_output=True, text=True
     )
