@@ -44,7 +44,8 @@ from bench.terminal_text import printable, printable_lines
 from sandbox.errors import SandboxError
 from servers.registry import UnknownDomainError
 
-# A place tbx was told to write to that cannot take it: the user's to fix, not a crash.
+# A path tbx was told to use that cannot take it (read-only, full, a file where a folder
+# should be, no permission): the user's to fix, not a crash.
 _UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
 
 COMMANDS = (
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in _UNWRITABLE:
             raise
-        print(printable(f"tbx: cannot write {exc.filename or 'the output'}: {exc.strerror}"), file=sys.stderr)
+        print(printable(f"tbx: {exc.filename or 'a path it was given'}: {exc.strerror}"), file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         print("tbx: interrupted", file=sys.stderr)

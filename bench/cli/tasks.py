@@ -7,9 +7,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bench.terminal_text import printable
+
+if TYPE_CHECKING:
+    from bench.dataset import Benchmark
 
 
 def register(sub: Any) -> None:
@@ -54,7 +57,7 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def release_lines(bench: Any) -> list[str]:
+def release_lines(bench: Benchmark) -> list[str]:
     """What tbx can run of each release list: ``release <path>: N tasks, tbx runs M``."""
     lines = []
     for release, support in bench.release_support.items():
@@ -62,7 +65,8 @@ def release_lines(bench: Any) -> list[str]:
         line = f"release {release}{mark}: {support.tasks} tasks, tbx runs {support.runnable}"
         if support.unsupported_servers:
             line += "; no tbx domain for " + ", ".join(
-                f"{server} ({n} tasks)" for server, n in support.unsupported_servers.items()
+                f"{server} ({n} task{'s' if n != 1 else ''})"
+                for server, n in support.unsupported_servers.items()
             )
         lines.append(line)
     return lines
