@@ -18,6 +18,7 @@ Where the attempts execute is the executor's business (bench.run.executor).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -298,18 +299,26 @@ class Coordinator:
         return self.counts
 
     async def _close_executor(self) -> None:
+        try:
+            await self.executor.close(self.run_id)
+            return
+        except Exception as exc:
+            failure = exc
+        # The daemon may go away as the run ends (a restart after the last attempt): wait
+        # for it as a try would, then close again. Failing with the daemon answering is
+        # this run's own error and stands.
+        if self.gate.gone is None and not await self.gate.answers():
+            with contextlib.suppress(DaemonGone):
+                await self.gate.ready()
         if self.gate.gone is None:
             await self.executor.close(self.run_id)
             return
-        try:
-            await self.executor.close(self.run_id)
-        except Exception as exc:
-            # Everything the run created carries its labels and this process's pid: once it
-            # has exited they are orphans, which the next start (the resume) sweeps first.
-            self.notice(
-                f"tbx run: could not remove this run's containers with the daemon away ({exc}); "
-                "the next `tbx run` or `tbx gc` removes them"
-            )
+        # Everything the run created carries its labels and this process's pid: once it
+        # has exited they are orphans, which the next start (the resume) sweeps first.
+        self.notice(
+            f"tbx run: could not remove this run's containers with the daemon away ({failure}); "
+            "the next `tbx run` or `tbx gc` removes them"
+        )
 
     async def compute_goldens(self, tasks: list[Task], sem: asyncio.Semaphore) -> list[tuple[str, Exception]]:
         """Each task's golden end state (once per task, in separate sandboxes,

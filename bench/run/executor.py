@@ -112,9 +112,11 @@ class LocalExecutor:
             await self.provider.close()
         finally:
             try:
-                if self.proxy is not None:
-                    self.proxy.close()
-                if self.clients is not None:
-                    await self.clients.aclose()
+                proxy, self.proxy = self.proxy, None
+                if proxy is not None:
+                    proxy.close()
+                clients, self.clients = self.clients, None
+                if clients is not None:
+                    await clients.aclose()
             finally:
                 await self.provider.sweep(run_id)

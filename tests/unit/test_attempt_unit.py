@@ -538,6 +538,67 @@ def test_a_daemon_that_stays_away_stops_the_run_without_rows_so_it_resumes(
     assert sorted(r.repeat for r in read_rows(tmp_path / "run" / "results.jsonl")) == [0, 1]
 
 
+class AwayAtTheEnd(DaemonAway):
+    """The daemon answers for every attempt and goes away as the run ends: the first
+    end-of-run sweep fails as a restarting daemon's missing socket does."""
+
+    def __init__(self, pg_dsn: str, back_after: float | None, answers_at_end: bool = False):
+        super().__init__(pg_dsn, back_after, down=False)
+        self.answers_at_end = answers_at_end
+        self.sweeps = 0
+
+    async def sweep(self, run_id: str | None = None) -> None:
+        self.sweeps += 1
+        if self.sweeps == 1:
+            self.down = not self.answers_at_end
+            raise ConnectionError(
+                "('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))"
+            )
+
+
+def _run_away_at_the_end(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path, provider: AwayAtTheEnd
+) -> Any:
+    task = pack.task(TASK)
+    store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
+    store.save(golden_in_process(make_database, pack, task, key=store.key(task)))
+    opts = RunOptions(out=tmp_path / "run", agent="oracle", repeat=2, concurrency=2, daemon_wait=1.0)
+    try:
+        return asyncio.run(Coordinator(pack, opts, provider=provider, golden=store).run([task]))
+    except Exception as exc:
+        return exc
+    finally:
+        provider.dbs.close()
+
+
+def test_a_daemon_restarting_as_the_run_ends_is_waited_for_and_the_sweep_repeated(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    provider = AwayAtTheEnd(pg_dsn, back_after=0.3)
+    counts = _run_away_at_the_end(pack, pg_dsn, make_database, tmp_path, provider)
+    assert isinstance(counts, dict) and counts["passed"] == 2, counts
+    assert provider.sweeps == 2 and provider.recoveries == 1
+
+
+def test_a_daemon_gone_as_the_run_ends_leaves_every_row_and_says_so(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    provider = AwayAtTheEnd(pg_dsn, back_after=None)
+    gone = _run_away_at_the_end(pack, pg_dsn, make_database, tmp_path, provider)
+    assert isinstance(gone, DaemonGone), gone
+    assert sorted(r.repeat for r in read_rows(tmp_path / "run" / "results.jsonl")) == [0, 1]
+    assert provider.sweeps == 1
+
+
+def test_a_failed_end_of_run_sweep_with_the_daemon_answering_is_tried_once_more(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    provider = AwayAtTheEnd(pg_dsn, back_after=None, answers_at_end=True)
+    counts = _run_away_at_the_end(pack, pg_dsn, make_database, tmp_path, provider)
+    assert isinstance(counts, dict) and counts["passed"] == 2, counts
+    assert provider.sweeps == 2 and provider.recoveries == 0
+
+
 class PlanRecordingProvider(FakeProvider):
     """A fake provider that keeps the coordinator's plan: each upcoming checkout's preparer."""
 
