@@ -10,8 +10,9 @@ from typing import Any
 import docker
 import docker.errors
 import requests
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
+from sandbox.backoff import exponential_backoff
 from sandbox.errors import DockerUnavailableError
 
 
@@ -50,7 +51,7 @@ def _remove(remove: Callable[[], object]) -> bool:
     """Run an idempotent removal, retried on transient errors; False when already gone."""
     retrying = Retrying(
         stop=stop_after_attempt(REMOVE_ATTEMPTS),
-        wait=wait_exponential(multiplier=REMOVE_WAIT_MAX / 8, max=REMOVE_WAIT_MAX),
+        wait=exponential_backoff(REMOVE_WAIT_MAX / 8, REMOVE_WAIT_MAX),
         retry=retry_if_exception(_transient_docker_error),
         reraise=True,
     )

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
 
 from bench.llm.config import ModelsConfig, RoleConfig
+from sandbox.backoff import backoff_delay, exponential_backoff
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,7 @@ class LLMClient:
         self.ledger = ledger if ledger is not None else UsageLedger()
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._backoff = exponential_backoff(config.backoff_initial, config.backoff_max, jitter=self._rng)
         self._client = AsyncOpenAI(
             api_key=config.resolved_api_key(),
             base_url=config.base_url,
@@ -245,12 +247,12 @@ class LLMClient:
         await self._client.close()
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        """Delay before retry number `attempt` (1-based)."""
+        """Delay before retry number `attempt` (1-based): the endpoint's Retry-After when it
+        sent one, else the shared exponential backoff with jitter (sandbox.backoff)."""
         cfg = self.config
         if retry_after is not None:
             return min(max(retry_after, 0.0), cfg.backoff_max)
-        base = min(cfg.backoff_max, cfg.backoff_initial * (2 ** (attempt - 1)))
-        return base * (0.5 + 0.5 * self._rng.random())
+        return backoff_delay(self._backoff, attempt)
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None

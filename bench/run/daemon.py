@@ -19,10 +19,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from tenacity import AsyncRetrying, RetryError, stop_after_delay, wait_exponential
+from tenacity import AsyncRetrying, RetryError, stop_after_delay
 
 from bench.defaults import DAEMON_WAIT
 from bench.run.errors import RunError
+from sandbox.backoff import exponential_backoff
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class DaemonGate:
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_delay(self.wait),
-                wait=wait_exponential(multiplier=0.25, max=self.poll_max),
+                wait=exponential_backoff(0.25, self.poll_max),
                 reraise=False,
             ):
                 with attempt:

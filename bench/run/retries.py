@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from sandbox.backoff import backoff_delay, exponential_backoff
+
 __all__ = ["PERMANENT", "RetryPolicy"]
 
 # Exception class names whose system error a new try would only repeat.
@@ -34,5 +36,5 @@ class RetryPolicy(BaseModel):
         return kind not in PERMANENT
 
     def wait(self, tries: int) -> float:
-        """Seconds before the try after `tries` failed ones."""
-        return min(self.wait_max, self.wait_first * 2 ** max(0, tries - 1))
+        """Seconds before the try after `tries` failed ones (sandbox.backoff)."""
+        return backoff_delay(exponential_backoff(self.wait_first, self.wait_max), tries)
