@@ -10,7 +10,9 @@ lost container with it, so a system error's reason always names the container.
 
 `fate_of` / `lost_fate` give the same as a `Fate`: the words plus what a caller
 decides on, whether the container hit its own memory limit (an OOM kill by its
-own cgroup's limit, not the host's) and when it ended. Whether that limit was
+own cgroup's limit, not the host's), whether something outside the set ended it
+(a kill, a stop, the host's OOM killer, a removal: a new set may well run where
+this one could not) and when it ended. Whether that limit was
 the attempt's doing is the proxy's to say (sandbox.proxy.loss): it knows which
 calls were in flight.
 """
@@ -41,6 +43,14 @@ class Fate:
     text: str
     own_memory_limit: bool = False  # OOM-killed by its own cgroup's memory limit
     ended_at: float | None = None  # when it ended (epoch seconds, the daemon's), if known
+    # Ended from outside the set: SIGKILL or SIGTERM without its own memory limit hit
+    # (`docker kill`/`stop`, the host's OOM killer) or removed. Not a crash of its own
+    # (another exit code), not its own limit: those would end a new set the same way.
+    outside: bool = False
+
+
+# Exit codes of a container ended by a signal (128 + SIGKILL, 128 + SIGTERM).
+_SIGNALLED = (137, 143)
 
 
 def _mib(limit: Any) -> str:
@@ -96,7 +106,8 @@ def fate_of(role: str, attrs: Mapping[str, Any], client: Any = None) -> Fate | N
     text = describe(role, attrs, oom if oom is not None else (None if running else False))
     if text is None:
         return None
-    return Fate(role, text, own_memory_limit=oom == "limit", ended_at=_ended_at(state))
+    outside = oom == "host" or (oom is None and state.get("ExitCode") in _SIGNALLED)
+    return Fate(role, text, own_memory_limit=oom == "limit", ended_at=_ended_at(state), outside=outside)
 
 
 def lost_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
@@ -107,7 +118,7 @@ def lost_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
         try:
             attrs = client.api.inspect_container(cid)
         except docker.errors.NotFound:
-            return Fate(role, f"its {role} container {cid[:12]} no longer exists")
+            return Fate(role, f"its {role} container {cid[:12]} no longer exists", outside=True)
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             return Fate(
                 role,

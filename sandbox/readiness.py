@@ -14,9 +14,8 @@ from typing import TypeVar
 import docker.errors
 from testcontainers.core.container import DockerContainer
 
-from sandbox.container_fate import describe
-from sandbox.errors import ContainerStartError
-from sandbox.oom import oom_killed
+from sandbox.container_fate import Fate, fate_of
+from sandbox.errors import ContainerLostError, ContainerStartError
 from sandbox.start_deadline import HARD_CAP, StartDeadline, container_running
 
 POLL_INTERVAL = 0.01
@@ -41,14 +40,19 @@ def tail_logs(container: DockerContainer, lines: int = 20) -> str:
 
 
 def check_alive(role: str, container: DockerContainer) -> None:
-    """Raise ContainerStartError naming how the container ended, if it has."""
+    """Raise ContainerLostError naming how the container ended, if it has."""
     wrapped = container.get_wrapped_container()
-    wrapped.reload()
+    try:
+        wrapped.reload()
+    except docker.errors.NotFound:  # removed while it started (`docker rm -f`)
+        gone = Fate(role, f"its {role} container {wrapped.id[:12]} no longer exists", outside=True)
+        raise ContainerLostError(f"sandbox start failed: {gone.text}", gone) from None
     if wrapped.status in ("exited", "dead"):
-        raise ContainerStartError(
-            f"sandbox start failed: {describe(role, wrapped.attrs, oom_killed(wrapped.attrs))}; "
-            f"last log lines:\n{tail_logs(container)}"
-        )
+        fate = fate_of(role, wrapped.attrs)
+        if fate is not None:
+            raise ContainerLostError(
+                f"sandbox start failed: {fate.text}; last log lines:\n{tail_logs(container)}", fate
+            )
 
 
 def wait_ready(

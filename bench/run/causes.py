@@ -30,6 +30,7 @@ _BY_KIND = {
     "SandboxGoneError": CONTAINER,
     "SandboxLost": CONTAINER,  # bench.env.episode's name for it
     "ContainerStartError": CONTAINER,
+    "ContainerLostError": CONTAINER,
     "SeedError": CONTAINER,
     "DaemonUnreachable": NODE,
     "DockerUnavailableError": NODE,

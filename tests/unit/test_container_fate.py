@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sandbox.container_fate import describe
+import docker.errors
+
+from sandbox.container_fate import describe, fate_of, lost_fate
 from sandbox.oom import cgroup_oom_kills, kernel_logged_oom, oom_killed
 
 
@@ -68,3 +70,28 @@ def test_an_exit_other_than_sigkill_is_never_an_oom_kill() -> None:
     # No daemon is asked (the client would fail): only 137 can be the OOM killer's.
     assert not oom_killed(inspected("exited", 1), client=object())
     assert oom_killed(inspected("exited", 137, oom=True), client=object())
+
+
+class _Forgotten:
+    """A daemon that no longer knows the container: no OOM record to be had of it."""
+
+    class api:  # docker.DockerClient's attribute
+        @staticmethod
+        def inspect_container(cid: str) -> dict[str, Any]:
+            raise docker.errors.NotFound(f"no such container: {cid}")
+
+
+def test_an_end_from_outside_is_told_from_a_crash_and_from_its_own_limit() -> None:
+    # docker kill, docker stop: a new set may run where this one could not.
+    for code in (137, 143):
+        fate = fate_of("server-retail", inspected("exited", code), _Forgotten())
+        assert fate is not None and fate.outside and not fate.own_memory_limit
+    crashed = fate_of("server-retail", inspected("exited", 1), _Forgotten())
+    assert crashed is not None and not crashed.outside
+    own_limit = fate_of("server-retail", inspected("exited", 137, oom=True), _Forgotten())
+    assert own_limit is not None and own_limit.own_memory_limit and not own_limit.outside
+    paused = fate_of("postgres", inspected("paused"), _Forgotten())
+    assert paused is not None and not paused.outside
+    assert fate_of("postgres", inspected("running"), _Forgotten()) is None
+    removed = lost_fate({"postgres": "0123456789abcdef"}, _Forgotten())
+    assert removed is not None and removed.outside and "no longer exists" in removed.text
