@@ -2,12 +2,15 @@
 attempt, through the writers `tbx run` and `tbx env serve` use
 (bench.run.recording), so `tbx report` and `tbx view` read the directory.
 
-A session whose server_config equals a benchmark task's (its data_patch and
-golden calls; what the reference clients send) is recorded under that task's
-id, else under `session:<id>`. The verdict is the hash comparison against the
-session's golden end state; yes/no rubrics are the external harness's to ask,
-so they are not judged here (`rubrics_skipped`). The trajectory holds the calls
-made through the API; there are no messages (the harness keeps the conversation).
+A session that plays a benchmark task (what the reference clients send: the
+task's effective init as its server_config entry and the scenario's tools) is
+recorded under that task's id; one whose entry or tools differ in anything that
+defines the task (server_config.task_key: starting rows, sources, golden calls,
+rubrics, yes/no rubrics, extra keys, the tool set) under `session:<id>`, so an
+edited task never passes for the benchmark's. The verdict is the hash comparison
+against the session's golden end state; yes/no rubrics are the external harness's
+to ask, so they are not judged here (`rubrics_skipped`). The trajectory holds the
+calls made through the API; there are no messages (the harness keeps the conversation).
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ import logging
 from pathlib import Path
 
 from bench.dataset import Benchmark, Task
-from bench.prepare import initial_state
 from bench.rollout.trajectory import ToolCall, Trajectory
 from bench.run.grading import Graded, limited
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
-from bench.session_api.server_config import task_key
+from bench.session_api.server_config import parse_entry, task_key
 from bench.session_api.sessions import AGENT_NAME, Session
 from judge import decide
 from judge.records import AttemptRecord
@@ -53,15 +55,18 @@ class Recorder:
             index: dict[str, Task] = {}
             for task in self.bench.tasks:
                 if task.server == server or task.scenario == server:
-                    key = task_key(server, initial_state(self.bench, task), self.bench.golden_calls(task))
+                    # the task's own entry through the parser a session's goes through
+                    entry = parse_entry(self.bench, server, self.bench.effective_init(task).raw)
+                    key = task_key(entry, self.bench.scenario_of(task).tool_names)
                     index.setdefault(key, task)
             self._index[server] = index
         return self._index[server]
 
-    def _task(self, session: Session) -> Task:
+    def task_of(self, session: Session) -> Task:
+        """The benchmark task the session played, else a task named `session:<id>`."""
         entry = session.entry
         assert entry is not None
-        task = self._tasks_of(entry.server).get(entry.content_key())
+        task = self._tasks_of(entry.server).get(task_key(entry, session.available))
         if task is not None:
             return task
         return Task(
@@ -104,7 +109,7 @@ class Recorder:
                 data_hash=dataset_hash(self.bench.root),
             )
             self._manifest = True
-        task = self._task(session)
+        task = self.task_of(session)
         repeat = self._repeat(task)
         record = AttemptRecord(
             task_id=task.id,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -39,15 +40,41 @@ class SessionServer(BaseModel):
     golden_calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
     rubrics: Any = None
     rubrics_yesno: list[str] | None = None  # None: the server has no such key
+    # What else the entry carried, as sent: keys beside ENTRY_KEYS, and beside
+    # GOLDEN_KEYS in golden_test_case. tbx reads none of them, but a harness may.
+    extras: dict[str, Any] = Field(default_factory=dict)
 
-    def content_key(self) -> str:
-        """What identifies the task this entry was built from (data_patch and golden calls)."""
-        return task_key(self.server, self.rows, self.golden_calls)
+
+# What an entry of server_config holds, and its golden_test_case (the spec's §3.1).
+ENTRY_KEYS = frozenset({"sources", "data_patch", "golden_test_case", "rubrics", "rubrics_yesno"})
+GOLDEN_KEYS = frozenset({"tool_interactions"})
 
 
-def task_key(server: str, rows: Any, calls: list[tuple[str, dict[str, Any]]]) -> str:
-    blob = json.dumps([server, rows, calls], sort_keys=True, separators=(",", ":"), default=str)
+def task_key(entry: SessionServer, tools: Iterable[str]) -> str:
+    """What defines the task a session plays, hashed: its server, starting rows (seed +
+    data_patch), policy sources, golden calls, rubrics, yes/no rubrics, anything else
+    its entry carried, and the tools it may call (a set: their order changes nothing).
+    Two sessions, or a session and a benchmark task, play one task iff their keys match."""
+    material = [
+        entry.server,
+        entry.rows,
+        entry.sources,
+        entry.golden_calls,
+        entry.rubrics,
+        entry.rubrics_yesno,
+        entry.extras,
+        sorted(set(tools)),
+    ]
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _extras(raw: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in raw.items() if k not in ENTRY_KEYS}
+    golden = raw.get("golden_test_case")
+    if isinstance(golden, dict):
+        out.update({f"golden_test_case.{k}": v for k, v in golden.items() if k not in GOLDEN_KEYS})
+    return out
 
 
 def served_servers() -> list[str]:
@@ -85,9 +112,12 @@ def parse_entry(bench: Benchmark, server: str, raw: dict[str, Any]) -> SessionSe
         # Its text names what failed, a patch's with "Data patch validation failed" already.
         raise init_error(server, str(exc)) from None
     yesno = None
+    extras = _extras(raw)
     if server in YESNO_SERVERS:
         yesno = list(parsed.rubrics_yesno)
         rubrics = {} if rubrics is None else rubrics
+    elif parsed.rubrics_yesno:  # not echoed by this server, yet part of what was sent
+        extras["rubrics_yesno"] = list(parsed.rubrics_yesno)
     return SessionServer(
         server=server,
         domain=domain_name,
@@ -96,6 +126,7 @@ def parse_entry(bench: Benchmark, server: str, raw: dict[str, Any]) -> SessionSe
         golden_calls=[(c.tool, dict(c.parameters)) for c in parsed.golden_tool_interactions if c.tool],
         rubrics=rubrics,
         rubrics_yesno=yesno,
+        extras=extras,
     )
 
 
