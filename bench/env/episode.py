@@ -11,13 +11,15 @@
               teardown, verdict against the golden end state (in this process),
               a result row; the terminal observation carries pass/fail
 
-The attempt is opened and closed by `bench.run.lifecycle.open_attempt`, the
-one lifecycle `tbx run` uses too (checkout, initial dump, registration; the
-gone check, terminal dump, teardown); the conversation state is
-`bench.rollout.conversation.Conversation`. Everything an episode holds
-(attempt, MCP session) is entered and left by one task (`_live`), whichever
-requests (WebSocket messages or HTTP calls, each in its own task) drive it;
-they reach it through a queue.
+The attempt is held open by `bench.run.held.HeldAttempt` (as a Session API
+session's is) around `bench.run.lifecycle.open_attempt`, the one lifecycle
+`tbx run` uses too (checkout, initial dump, registration; the gone check,
+terminal dump, teardown), which also notices a lost sandbox after each call.
+The conversation's state and its turn rules are
+`bench.rollout.conversation.Conversation`'s, as in tbx's agent loop. The MCP
+session is entered and left by one task (`_live`), whichever requests
+(WebSocket messages or HTTP calls, each in its own task) drive it; they reach
+it through a queue.
 The sandbox is torn down when the episode ends, when its client goes away
 (`close`) or after `idle_timeout` seconds without a step. Infrastructure
 failures (sandbox, proxy upstream, user model, judge, golden replay) end it
@@ -51,22 +53,15 @@ from bench.env.protocol import (
 )
 from bench.env.recording import verdict_metadata
 from bench.llm.client import UsageLedger
-from bench.rollout.conversation import (
-    DEFAULT_MAX_AGENT_TURNS,
-    DEFAULT_MAX_USER_TURNS,
-    Conversation,
-    LoopSpec,
-    McpEndpointError,
-    is_done,
-    single_exception,
-)
-from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt, prompt_setup
-from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
+from bench.rollout.brief import task_brief
+from bench.rollout.conversation import Conversation, LoopSpec, McpEndpointError, single_exception
+from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
+from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
-from bench.run.lifecycle import LiveAttempt, open_attempt
+from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
 from sandbox import ProxyCall, SandboxGoneError, proxy_client
@@ -81,11 +76,6 @@ class _Close:
         self.reason = reason
 
 
-class SandboxLost(SandboxGoneError):
-    """The attempt's tool server stopped answering (its container died): a system error.
-    (The episode's name for a lost sandbox, as its observations and records have said.)"""
-
-
 class Abandoned(RuntimeError):
     """The client closed the episode (or let it idle out) before it ended."""
 
@@ -95,10 +85,6 @@ class _Finish(Exception):
 
     def __init__(self, reason: str, **fields: Any):
         self.reason, self.fields = reason, fields
-
-
-def _first(*values: int | None) -> int:
-    return next(v for v in values if v is not None)
 
 
 class Episode:
@@ -117,8 +103,7 @@ class Episode:
         self._actor: asyncio.Task[None] | None = None
         self._pending: asyncio.Future[Observation] | None = None
         self._run: Conversation | None = None
-        self._live_attempt: LiveAttempt | None = None
-        self._user_index = 0
+        self._held: HeldAttempt | None = None
         self._deadline = 0.0
         self.containers: dict[str, str] = {}
 
@@ -203,18 +188,24 @@ class Episode:
             outcome = AttemptOutcome.of(spec)
             timings = outcome.timings
             assert host.provider is not None and host.proxy is not None
+            held = self._held = HeldAttempt(spec, host.provider, host.proxy, outcome=outcome)
             try:
-                async with open_attempt(spec, host.provider, host.proxy, outcome=outcome) as live:
-                    self._live_attempt = live
-                    self.containers = dict(live.session.containers)
+                live = await held.open()
+                self.containers = dict(live.session.containers)
+                try:
                     try:
                         async with proxy_client(live.registration) as client:
                             finish = await self._converse(client)
                     except BaseExceptionGroup as group:
                         raise single_exception(group) from group
-                    finally:
-                        # the conversation is over: unregister, terminal dump, teardown follow
-                        self.phase = "finalizing"
+                except BaseException as exc:
+                    # the conversation is over: unregister, terminal dump, teardown follow,
+                    # and the lifecycle's word on how it ended is what is raised
+                    self.phase = "finalizing"
+                    await held.end(exc)
+                    raise
+                self.phase = "finalizing"
+                await held.end()
             except ResourceLimitHit:
                 # The conversation failed on a loss the agent's own calls caused: its outcome
                 # (outcome.resource_limit, graded below), not a system error.
@@ -226,8 +217,9 @@ class Episode:
                 # The lifecycle's word for a lost sandbox; the episode's records say SandboxLost.
                 if isinstance(exc, SandboxLost):
                     raise
+                loss = str(exc).removeprefix(f"attempt {self.attempt_id}: ")
                 raise SandboxLost(
-                    str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1)
+                    str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1), loss
                 ) from exc
             calls = outcome.calls
             # no terminal state only after the agent's own load took the database down
@@ -297,7 +289,7 @@ class Episode:
             # What the episode recorded is written: a client that keeps the ended episode
             # (its WebSocket session, `state`) must not keep its replies and states alive.
             self._run = None
-            self._live_attempt = None
+            self._held = None
 
     async def _converse(self, client: Any) -> _Finish:
         """The reset observation, then steps from the inbox until the conversation ends."""
@@ -305,18 +297,11 @@ class Episode:
         bench = host.bench
         prompt = agent_prompt(bench, default_prompt(bench))
         bot = bot_instructions(bench, task)
-        # The remote agent answers its built-in tools itself: only their end-turn names matter here.
-        setup = prompt_setup(bench, task, prompt)
-        scenario = bench.scenario_of(task)
-        spec = LoopSpec(
-            task_id=task.id,
+        # The remote agent is told what tbx's own LLM agent is told under the default prompt
+        # (it answers its built-in tools itself); its trajectory names it AGENT_NAME.
+        spec = LoopSpec.of(
+            task_brief(bench, task, "llm"),
             agent=AGENT_NAME,
-            query=task.query,
-            system_prompts=setup.system_prompts,
-            end_turn_tools=setup.end_turn_tools,
-            scenario_tools=scenario.tools,
-            max_agent_turns=_first(task.max_agent_sim_turns, DEFAULT_MAX_AGENT_TURNS),
-            max_user_turns=_first(task.max_user_sim_turns, DEFAULT_MAX_USER_TURNS),
             wall_clock=host.opts.wall_clock,
             # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
             call_timeout=host.opts.call_timeout + 15,
@@ -328,8 +313,8 @@ class Episode:
         run = Conversation(spec, None, user, ledger)  # the agent is remote
         self._run = run
         # What the proxy's tools/list answers, as its registration returned it: not asked again.
-        assert self._live_attempt is not None
-        listed = self._live_attempt.registration.listing
+        assert self._held is not None
+        listed = self._held.live.registration.listing
         tools = host.offered_tools(task, listed)
         run.tools_offered = [x["function"]["name"] for x in tools]
         run.add_user(UserTurn(index=0, source="query", text=task.query))
@@ -374,7 +359,7 @@ class Episode:
             return self._observation("tools", tools=tools)
         if time.monotonic() > self._deadline:
             raise _Finish("timeout")
-        if run.agent_turns >= run.spec.max_agent_turns:
+        if run.out_of_turns():
             raise _Finish("agent_limit")
         if isinstance(action, CallToolAction):
             run.agent_turns += 1
@@ -400,7 +385,7 @@ class Episode:
         before = await self._call_batch(client, run, action.tool_calls_before_content, content=action.content)
         extra: dict[str, Any] = {"response": action.content, "tool_results": before or None}
         if not action.tool_calls_before_content:
-            run.messages.append(Message(role="assistant", content=action.content))
+            run.add_assistant(action.content)
         if action.terminal_tool_calls:
             for spec in action.terminal_tool_calls:
                 run.tool_calls.append(
@@ -416,19 +401,15 @@ class Episode:
                 )
             run.done_by = action.terminal_tool_calls[0].name
             raise _Finish("done", **extra)
-        if is_done(action.content):
-            run.done_by = "text"
+        if run.said_done(action.content):
             raise _Finish("done", **extra)
-        self._user_index += 1
-        if self._user_index > run.spec.max_user_turns:
+        finish = await run.user_reply()
+        if finish == "user_limit":
             raise _Finish("user_limit", **extra)
-        t = time.perf_counter()
-        turn = await run.user.reply(run.transcript(), index=self._user_index)
-        run.timings["user"] += time.perf_counter() - t
-        run.add_user(turn)
-        if turn.done:
-            raise _Finish("user_done", user_message=turn.text, **extra)
-        return self._observation("user", user_message=turn.text, **extra)
+        reply = run.user_turns[-1].text
+        if finish == "user_done":
+            raise _Finish("user_done", user_message=reply, **extra)
+        return self._observation("user", user_message=reply, **extra)
 
     async def _call_batch(
         self, client: Any, run: Conversation, calls: list[ToolCallSpec], content: str | None = None
@@ -436,17 +417,9 @@ class Episode:
         """Run calls in order through the proxy, recording them as the agent loop does."""
         if not calls:
             return []
-        ids = [c.call_id or f"call_{run.agent_turns}_{i}" for i, c in enumerate(calls)]
         raws = [c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments or {}) for c in calls]
-        run.messages.append(
-            Message(
-                role="assistant",
-                content=content,
-                tool_calls=[
-                    {"id": i, "type": "function", "function": {"name": c.name, "arguments": raw}}
-                    for i, c, raw in zip(ids, calls, raws, strict=True)
-                ],
-            )
+        ids = run.add_assistant(
+            content, [(c.call_id, c.name, raw) for c, raw in zip(calls, raws, strict=True)]
         )
         results = []
         for call_id, spec, raw in zip(ids, calls, raws, strict=True):
@@ -457,31 +430,18 @@ class Episode:
                 )
             else:
                 results.append(await self._call(client, run, call_id, spec.name, raw))
-            run.messages.append(
-                Message(role="tool", tool_call_id=call_id, name=spec.name, content=results[-1].tool_result)
-            )
+            run.add_tool_reply(call_id, spec.name, results[-1].tool_result)
         return results
 
     async def _call(self, client: Any, run: Conversation, call_id: str, name: str, raw: str) -> ToolResult:
-        live = self._live_attempt
-        assert live is not None
-        seen = len(live.calls())
+        held = self._held
+        assert held is not None
+        mark = held.recorded()
         rec = await run.call_tool(client, call_id, name, raw)
-        new: list[ProxyCall] = live.calls()[seen:]
-        outcomes = {c.outcome for c in new}
-        lost_server = "upstream_error" in outcomes
-        if live.gone() is not None or lost_server or "timeout" in outcomes or (rec.via_mcp and not new):
-            # A slow tool is the agent's to see; a dead container is not (a killed container's
-            # open connections time out instead of failing), unless the attempt's own calls
-            # drove it over its limit: then the agent reads the tool error and the episode
-            # ends a failure (bench.run.lifecycle).
-            loss = await live.loss(wait=lost_server)
-            if loss is not None and not loss.agent_load:
-                raise SandboxLost(f"tool call {name}: {loss.cause}")
-            if loss is None and lost_server:
-                raise SandboxLost(
-                    f"tool call {name}: the sandbox's tool server stopped answering: {rec.result[:300]}"
-                )
+        # A slow or failed tool is the agent's to see; a dead container is not (SandboxLost),
+        # unless the attempt's own calls drove it over its limit: then the agent reads the
+        # tool error and the episode ends a failure (bench.run.lifecycle).
+        new = await held.check_call(name, mark, sent=rec.via_mcp)
         return ToolResult(
             call_id=call_id, name=name, tool_result=rec.result, tool_error=_tool_error(rec, new)
         )
@@ -533,4 +493,4 @@ def _tool_error(rec: ToolCall, calls: list[ProxyCall]) -> ToolErrorKind | None:
     return None
 
 
-__all__ = ["Episode", "McpEndpointError", "SandboxLost"]
+__all__ = ["Episode", "McpEndpointError"]

@@ -61,19 +61,16 @@ from bench.rollout.agents.noop import noop_agent
 from bench.rollout.brief import REPLAYING_AGENTS, TaskBrief, task_brief
 from bench.rollout.clients import AgentClients, mcp_client
 from bench.rollout.conversation import (
-    DEFAULT_MAX_AGENT_TURNS,
-    DEFAULT_MAX_USER_TURNS,
     Conversation,
     LoopSpec,
     McpEndpointError,
-    is_done,
     single_exception,
 )
 from bench.rollout.harness.approval import needs_approval, question, refusal
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
-from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
+from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import ApprovingUser, LLMUser, UserPolicy
 from sandbox import list_all_tools
 
@@ -88,7 +85,7 @@ def _agent(run: Conversation) -> AgentPolicy:
 async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, Any]]) -> str:
     """Steps until the agent talks to the user: "user", or a finish reason."""
     while True:
-        if run.agent_turns >= run.turn_limit:
+        if run.out_of_turns():
             return "agent_limit"
         t = time.perf_counter()
         step = await _agent(run).step(run.system + [m.to_openai() for m in run.messages], tools)
@@ -99,26 +96,9 @@ async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, An
             if not text.strip():
                 run.error = "the agent returned an empty completion"
                 return "agent_error"
-            run.messages.append(Message(role="assistant", content=text))
-            if is_done(text):
-                run.done_by = "text"
-                return "done"
-            return "user"
-        ids = [tc.id or f"call_{run.agent_turns}_{i}" for i, tc in enumerate(step.tool_calls)]
-        run.messages.append(
-            Message(
-                role="assistant",
-                content=step.content,
-                tool_calls=[
-                    {
-                        "id": i,
-                        "type": "function",
-                        "function": {"name": tc.name, "arguments": tc.arguments},
-                    }
-                    for i, tc in zip(ids, step.tool_calls, strict=True)
-                ],
-            )
-        )
+            run.add_assistant(text)
+            return "done" if run.said_done(text) else "user"
+        ids = run.add_assistant(step.content, [(tc.id, tc.name, tc.arguments) for tc in step.tool_calls])
         enders = [tc.name for tc in step.tool_calls if tc.name in run.spec.end_turn_tools]
         for call_id, tc in zip(ids, step.tool_calls, strict=True):
             if enders:
@@ -139,8 +119,7 @@ async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, An
                 run.tool_calls.append(rec)
             else:
                 rec = await call_tool(run, client, call_id, tc.name, tc.arguments, tools)
-            content = tool_message(run.spec.harness, rec)
-            run.messages.append(Message(role="tool", tool_call_id=call_id, name=tc.name, content=content))
+            run.add_tool_reply(call_id, tc.name, tool_message(run.spec.harness, rec))
         if enders:
             run.done_by = enders[0]
             return "done"
@@ -181,7 +160,6 @@ async def converse(run: Conversation, client: Client) -> None:
     run.tools_offered = [x["function"]["name"] for x in tools]
 
     run.add_user(UserTurn(index=0, source="query", text=run.spec.query))
-    index = 0
     while True:
         outcome = await agent_turn(run, client, tools)
         if outcome == "done" and await state_check(run):
@@ -189,16 +167,9 @@ async def converse(run: Conversation, client: Client) -> None:
         if outcome != "user":
             run.finish = outcome  # type: ignore[assignment]
             return
-        index += 1
-        if index > run.spec.max_user_turns:
-            run.finish = "user_limit"
-            return
-        t = time.perf_counter()
-        turn = await run.user.reply(run.transcript(), index=index)
-        run.timings["user"] += time.perf_counter() - t
-        run.add_user(turn)
-        if turn.done:
-            run.finish = "user_done"
+        finish = await run.user_reply()
+        if finish is not None:
+            run.finish = finish
             return
 
 
@@ -268,10 +239,6 @@ async def run_loop(
 
 
 # ---------------------------------------------------------------- entry point
-
-
-def _first(*values: int | None) -> int:
-    return next(v for v in values if v is not None)
 
 
 async def run_attempt_agent(
@@ -370,16 +337,10 @@ async def run_agent(
         else:
             user_policy = user
 
-        spec = LoopSpec(
-            task_id=brief.task_id,
-            agent=agent,
-            query=brief.query,
-            system_prompts=list(brief.system_prompts),
-            builtin_tools=list(brief.builtin_tools),
-            end_turn_tools=set(brief.end_turn_tools),
-            scenario_tools=brief.scenario_tools,
-            max_agent_turns=_first(max_agent_turns, brief.max_agent_turns, DEFAULT_MAX_AGENT_TURNS),
-            max_user_turns=_first(max_user_turns, brief.max_user_turns, DEFAULT_MAX_USER_TURNS),
+        spec = LoopSpec.of(
+            brief,
+            max_agent_turns=max_agent_turns,
+            max_user_turns=max_user_turns,
             wall_clock=wall_clock,
             call_timeout=call_timeout,
             seed=seed,

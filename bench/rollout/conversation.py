@@ -1,10 +1,13 @@
 """The conversation state of one attempt, as a public API of `bench.rollout`.
 
 `Conversation` holds what a trajectory is made of (messages, tool calls, user
-turns, counters, timings) and records a tool call through MCP exactly one way;
-`bench.rollout.agent_loop` drives it with tbx's own agent, the OpenEnv episode
-(`bench.env.episode`) with a remote agent's steps. `LoopSpec` is what either
-needs to know of the task: prompts, tools, limits.
+turns, counters, timings), records a tool call through MCP exactly one way and
+keeps the turn rules: the agent's step limit, the ids of its calls and the
+assistant message that carries them, `<DONE>`, the simulated user's reply and
+its limit. `bench.rollout.agent_loop` drives it with tbx's own agent, the
+OpenEnv episode (`bench.env.episode`) with a remote agent's steps; both call
+these rules, neither writes its own. `LoopSpec` is what either needs to know of
+the task: prompts, tools, limits (`LoopSpec.of`: from the task's brief).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from bench.dataset import ScenarioTool
 from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
 from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
+from bench.rollout.brief import TaskBrief
 from bench.rollout.harness.state_check import EffectsProbe
 from bench.rollout.tools import parse_arguments
 from bench.rollout.trajectory import (
@@ -93,6 +97,45 @@ class LoopSpec:
     harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
     effects_probe: EffectsProbe | None = None  # state-check: the attempt's effects so far (host side)
 
+    @classmethod
+    def of(
+        cls,
+        brief: TaskBrief,
+        *,
+        agent: str | None = None,
+        max_agent_turns: int | None = None,
+        max_user_turns: int | None = None,
+        wall_clock: float = WALL_CLOCK,
+        call_timeout: float = CALL_TIMEOUT,
+        seed: int = 0,
+        metadata: dict[str, Any] | None = None,
+        harness: tuple[str, ...] = (),
+        effects_probe: EffectsProbe | None = None,
+    ) -> LoopSpec:
+        """The loop's spec for `brief`'s task: a limit given here, else the task's own,
+        else the default. `agent`: the trajectory's agent name (default the brief's)."""
+        return cls(
+            task_id=brief.task_id,
+            agent=brief.agent if agent is None else agent,
+            query=brief.query,
+            system_prompts=list(brief.system_prompts),
+            builtin_tools=list(brief.builtin_tools),
+            end_turn_tools=set(brief.end_turn_tools),
+            scenario_tools=brief.scenario_tools,
+            max_agent_turns=_first(max_agent_turns, brief.max_agent_turns, DEFAULT_MAX_AGENT_TURNS),
+            max_user_turns=_first(max_user_turns, brief.max_user_turns, DEFAULT_MAX_USER_TURNS),
+            wall_clock=wall_clock,
+            call_timeout=call_timeout,
+            seed=seed,
+            metadata={} if metadata is None else metadata,
+            harness=harness,
+            effects_probe=effects_probe,
+        )
+
+
+def _first(*values: int | None) -> int:
+    return next(v for v in values if v is not None)
+
 
 class Conversation:
     """One attempt's conversation state: messages, tool calls (recorded as sent), user
@@ -116,6 +159,7 @@ class Conversation:
         self.turn_limit = spec.max_agent_turns
         self.state_checked = False
         self.approvals = 0  # questions the approval harness asked the user so far
+        self.user_replies = 0  # the simulated user's answers to the agent so far (the query not counted)
         self.finish: FinishReason | None = None
         self.done_by: str | None = None
         self.error: str | None = None
@@ -140,6 +184,48 @@ class Conversation:
     def add_user(self, turn: UserTurn) -> None:
         self.user_turns.append(turn)
         self.messages.append(Message(role="user", content=turn.text))
+
+    # -- the turn rules
+    def out_of_turns(self) -> bool:
+        """The agent has taken its last step (`agent_limit`)."""
+        return self.agent_turns >= self.turn_limit
+
+    def add_assistant(
+        self, content: str | None, calls: Sequence[tuple[str | None, str, str]] = ()
+    ) -> list[str]:
+        """The agent's step as one assistant message: its text and its tool calls (the id the
+        agent gave, name, argument text); a call without an id gets `call_<step>_<i>`.
+        The calls' ids, in order."""
+        ids = [given or f"call_{self.agent_turns}_{i}" for i, (given, _, _) in enumerate(calls)]
+        tool_calls = [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": raw}}
+            for i, (_, name, raw) in zip(ids, calls, strict=True)
+        ]
+        self.messages.append(Message(role="assistant", content=content, tool_calls=tool_calls or None))
+        return ids
+
+    def add_tool_reply(self, call_id: str, name: str, content: str) -> None:
+        self.messages.append(Message(role="tool", tool_call_id=call_id, name=name, content=content))
+
+    def said_done(self, text: str | None) -> bool:
+        """Whether the agent's text ends the conversation (`<DONE>`: done, by text)."""
+        if not is_done(text):
+            return False
+        self.done_by = "text"
+        return True
+
+    async def user_reply(self) -> FinishReason | None:
+        """The simulated user answers the agent: None to go on (its turn is the last of
+        `user_turns`), else the finish: `user_limit` (it would answer once too often) or
+        `user_done` (it wrote its stop token)."""
+        self.user_replies += 1
+        if self.user_replies > self.spec.max_user_turns:
+            return "user_limit"
+        t = time.perf_counter()
+        turn = await self.user.reply(self.transcript(), index=self.user_replies)
+        self.timings["user"] += time.perf_counter() - t
+        self.add_user(turn)
+        return "user_done" if turn.done else None
 
     async def call_tool(
         self, client: Client, call_id: str, name: str, raw: str, *, approval: Approval | None = None

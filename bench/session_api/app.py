@@ -26,7 +26,6 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bench.session_api.attempt import containers_of
 from bench.session_api.models import (
     INVALID_INPUT,
     ApiError,
@@ -100,7 +99,7 @@ class SessionApi:
         live = self.table.get(body.session_id).live
         if live is not None:  # for operators and tests: which tbx attempt and containers serve it
             response.headers["x-tbx-attempt-id"] = live.spec.attempt_id
-            response.headers["x-tbx-containers"] = json.dumps(containers_of(live))
+            response.headers["x-tbx-containers"] = json.dumps(dict(live.session.containers))
         return response
 
     async def list_tools(self, request: Request) -> Response:

@@ -1,10 +1,12 @@
 """The session table: create, look up, destroy, idle expiry, and each session's
 one FIFO of operations with the reference's two limits.
 
-A session is one tbx attempt (bench.session_api.attempt): its sandbox is
+A session is one tbx attempt, held open between requests by
+`bench.run.held.HeldAttempt` (as an OpenEnv episode's is): its sandbox is
 checked out, seeded and registered with tbx's session proxy at create, and
-torn down at destroy. The attempt's context is entered and left by one task of
-its own (`_hold`), as anyio's cancel scopes require. A tool call goes through
+torn down at destroy. A lost sandbox is noticed per call by the held attempt's
+one rule and answered as the reference answers a failed call (400; 500 for
+/get_effects), naming the loss. A tool call goes through
 tbx's proxy in process (`ProxyServer.acall`: the proxy's checks and recording,
 posted straight to the sandbox's server over the session's own keep-alive
 connections on this loop), so no MCP session object is shared between request
@@ -32,14 +34,15 @@ import mcp_types as types
 
 from bench.dataset import Benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec
-from bench.session_api.attempt import LiveAttempt, open_session_attempt
+from bench.run.held import HeldAttempt, SandboxLost
+from bench.run.lifecycle import LiveAttempt
 from bench.session_api.effects import effects_object
 from bench.session_api.golden import GoldenCache
 from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
 from judge.canonical import State, json_safe
-from judge.records import GoldenState, ToolCallView
+from judge.records import GoldenState
 from sandbox import (
     ProxyServer,
     SandboxGoneError,
@@ -64,8 +67,11 @@ class QueueTimeout(Exception):
     """The operation's wait or run exceeded the session's limits (answered 504)."""
 
 
-class SandboxLost(ApiError):
-    """The session's sandbox lost a container: its calls are refused with the cause."""
+def _gone(lost: SandboxLost, status: int = 400) -> ApiError:
+    """A lost sandbox as the session's answer: its calls are refused with the cause."""
+    return ApiError(
+        f"the session's sandbox is gone ({lost.loss}); destroy the session and create a new one", status
+    )
 
 
 class Session:
@@ -79,18 +85,25 @@ class Session:
         self.last_activity = time.time()
         self.entry: SessionServer | None = None
         self.task_id = f"session:{session_id}"
+        self.held: HeldAttempt | None = None
         self.live: LiveAttempt | None = None
         self.tools: dict[str, dict[str, Any]] = {}
         self.logged: list[dict[str, Any]] = []
         self.golden: GoldenState | None = None
         # Keep-alive connections to the sandbox's server for `ProxyServer.acall` (on this loop).
         self.pools: dict[str, UpstreamPool] = {}
-        self.outcome: AttemptOutcome | None = None
-        self.error: BaseException | None = None  # why the attempt ended abnormally
         self.created = False  # /session_create finished (idle expiry only takes these)
         self._queue = asyncio.Lock()  # FIFO: asyncio's lock wakes waiters in arrival order
-        self._release = asyncio.Event()
-        self._holder: asyncio.Task[None] | None = None
+
+    @property
+    def outcome(self) -> AttemptOutcome | None:
+        """The attempt's record (once it opened): states, calls, timings."""
+        return self.held.outcome if self.held is not None and self.live is not None else None
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the attempt ended abnormally (the lifecycle's last word), else None."""
+        return self.held.error if self.held is not None else None
 
     def touch(self) -> None:
         self.last_activity = time.time()
@@ -128,49 +141,15 @@ class Session:
             if activity:
                 self.touch()
 
-    # ---- the attempt's own task -----------------------------------------------------
+    # ---- the attempt ------------------------------------------------------------------
     async def open(self, spec: AttemptSpec, provider: SandboxProvider, proxy: ProxyServer) -> None:
-        ready: asyncio.Future[LiveAttempt] = asyncio.get_running_loop().create_future()
-        self._holder = asyncio.create_task(self._hold(spec, provider, proxy, ready))
-        try:
-            self.live = await asyncio.shield(ready)
-        except asyncio.CancelledError:
-            await asyncio.shield(self.close())
-            raise
-
-    async def _hold(
-        self,
-        spec: AttemptSpec,
-        provider: SandboxProvider,
-        proxy: ProxyServer,
-        ready: asyncio.Future[LiveAttempt],
-    ) -> None:
-        live: LiveAttempt | None = None
-        try:
-            async with open_session_attempt(spec, provider, proxy) as live:
-                ready.set_result(live)
-                await self._release.wait()
-                if self.error is not None:
-                    raise self.error
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            else:
-                self.error = exc  # the final cause (a lost container names itself here)
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            if live is not None:
-                self.outcome = live.outcome
+        self.held = HeldAttempt(spec, provider, proxy)
+        self.live = await self.held.open()
 
     async def close(self, error: BaseException | None = None) -> None:
         """Tear the attempt down (its terminal state is dumped unless `error`)."""
-        if error is not None and self.error is None:
-            self.error = error
-        self._release.set()
-        if self._holder is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self._holder)
+        if self.held is not None:
+            await self.held.close(error)
         pools, self.pools = self.pools, {}
         for pool in pools.values():
             await pool.aclose()
@@ -321,59 +300,45 @@ class SessionTable:
             session.logged.append({"tool_name": SERVER_TOOL, "arguments": arguments, "response": text})
         return text
 
-    def _check_alive(self, session: Session, status: int = 400) -> LiveAttempt:
-        """The session's attempt, unless the infrastructure lost its sandbox (SandboxLost).
-        A loss the session's own calls caused is theirs: calls answer its tool error,
-        effects are read as far as they can be (bench.run.lifecycle)."""
-        live = session.live
-        if live is None:
+    def _check_alive(self, session: Session, status: int = 400) -> HeldAttempt:
+        """The session's attempt, unless the infrastructure lost its sandbox (answered with
+        the cause). A loss the session's own calls caused is theirs: calls answer its tool
+        error, effects are read as far as they can be (bench.run.lifecycle)."""
+        held = session.held
+        if held is None or session.live is None:
             raise ApiError("the session has no sandbox (its server_config named no server)")
-        loss = self.proxy.loss(live.token)
-        if loss is not None and not loss.agent_load:
-            raise SandboxLost(
-                f"the session's sandbox is gone ({loss.cause}); destroy the session and create a new one",
-                status,
-            )
-        return live
+        try:
+            held.check_alive()
+        except SandboxLost as lost:
+            raise _gone(lost, status) from None
+        return held
 
     async def _call(self, session: Session, name: str, arguments: dict[str, Any]) -> str:
-        live = self._check_alive(session)
+        held = self._check_alive(session)
+        mark = held.recorded()
         try:
-            reply = await self.proxy.acall(live.token, name, arguments, session.pools)
-        except SandboxGoneError as exc:  # the watch saw the loss: say so
-            self._check_alive(session)
-            raise SandboxLost(str(exc)) from None
+            try:
+                reply = await self.proxy.acall(held.live.token, name, arguments, session.pools)
+            except SandboxGoneError as exc:  # the watch saw the loss: say so
+                await held.check_call(name, mark)
+                raise held.lose(f"tool call {name}", str(exc)) from None
+            # A failed or error reply may be a dead container's doing: a server whose database
+            # was killed mid-call answers its ordinary error object. The loss is the answer (400).
+            await held.check_call(name, mark)
+        except SandboxLost as lost:
+            raise _gone(lost) from None
         message = reply.message
         if reply.status != 200 or message is None:
-            await self._raise_if_lost(live)
             text = reply.body.decode(errors="replace")[:500]
             raise ApiError(f"tool call {name} failed: HTTP {reply.status}: {text}")
         if "error" in message:
-            await self._raise_if_lost(live)  # a server whose database died may answer a bare error
             error = message["error"]
             raise ApiError(str(error.get("message", error) if isinstance(error, dict) else error))
         result = message.get("result") or {}
         content = result.get("content") or []
         if not content or content[0].get("type") != "text":
             raise ApiError("Internal Server Error", 500)  # the reference's answer to a result without text
-        text = str(content[0].get("text", ""))
-        if result.get("isError") or ToolCallView.envelope(text):
-            # An error result may be a dead container's doing: a server whose database was
-            # killed mid-call answers its ordinary error object. The loss is the answer (400).
-            await self._raise_if_lost(live)
-        return text
-
-    @staticmethod
-    async def _raise_if_lost(live: LiveAttempt) -> None:
-        """SandboxLost when the infrastructure lost the sandbox; nothing when it is fine or
-        the session's own calls drove it over a limit (that reply is the client's to read)."""
-        calls = live.calls()
-        lost_server = bool(calls) and calls[-1].outcome == "upstream_error"  # a loss is coming
-        loss = await live.loss(wait=lost_server)
-        if loss is not None and not loss.agent_load:
-            raise SandboxLost(
-                f"the session's sandbox is gone ({loss.cause}); destroy the session and create a new one"
-            )
+        return str(content[0].get("text", ""))
 
     # ---- effects --------------------------------------------------------------------
     async def get_effects(self, session: Session) -> dict[str, Any]:
@@ -386,7 +351,8 @@ class SessionTable:
         return out
 
     async def _server_effects(self, session: Session, lost_status: int) -> dict[str, Any]:
-        live = self._check_alive(session, lost_status)
+        held = self._check_alive(session, lost_status)
+        live = held.live
         entry, golden = session.entry, session.golden
         assert entry is not None and golden is not None and live.outcome.initial_state is not None
         result: State | None
@@ -397,7 +363,8 @@ class SessionTable:
             if loss is None:
                 raise ApiError(f"reading the session's state failed: {exc}", 500) from None
             if not loss.agent_load:
-                raise SandboxLost(f"the session's sandbox is gone ({loss.cause})", lost_status) from None
+                held.lose("reading the state", loss.cause)  # the session ends as this loss
+                raise ApiError(f"the session's sandbox is gone ({loss.cause})", lost_status) from None
             result = None  # its own calls took the database down: effects without a result state
         return effects_object(
             live.outcome.initial_state,
@@ -418,11 +385,10 @@ class SessionTable:
         # Behind what the session still runs (bounded like any operation), then the attempt goes.
         with contextlib.suppress(QueueTimeout):
             await session.run(_nothing)
-        loss = self.proxy.loss(session.live.token) if session.live is not None else None
-        # the infrastructure's loss ends the session as a system error; one its own calls
-        # caused is graded a failure (bench.session_api.record)
-        lost = loss is not None and not loss.agent_load
-        await session.close(RuntimeError(loss.cause) if loss is not None and lost else None)
+        # The infrastructure's loss ends the session as a system error (the lifecycle asks the
+        # proxy; a loss raised to a call is remembered); one its own calls caused is graded a
+        # failure (bench.session_api.record).
+        await session.close()
         if self.on_closed is not None and session.entry is not None:
             try:
                 await self.on_closed(session)
