@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-WALL_CLOCK = 900.0  # seconds per attempt (an episode of `tbx env serve` too)
-# Seconds per tool call: the session proxy's bound and the agent's client read timeout.
-# sandbox cannot import bench: tests/unit/test_run_defaults.py holds sandbox's default equal.
-CALL_TIMEOUT = 60.0
-START_TIMEOUT = 120.0  # seconds for a sandbox to boot (`tbx env serve --start-timeout`)
+from pydantic import Field
+
+from sandbox import SandboxTimeouts
+
+
+class Timeouts(SandboxTimeouts):
+    """Every timeout of an attempt: its sandbox's (boot, call, checkout: sandbox.timeouts,
+    their one home) and its wall clock."""
+
+    wall_clock: float = Field(default=900.0, gt=0)  # seconds per attempt (an env serve episode too)
+
+
+TIMEOUTS = Timeouts()
+WALL_CLOCK = TIMEOUTS.wall_clock
+CALL_TIMEOUT = TIMEOUTS.call  # the session proxy's bound per tool call (`--call-timeout`)
+START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve --start-timeout`)
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer
 
 # What the policy-search tool runs: vector + keyword hybrid (indexed with embeddings),

@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING
 from lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from sandbox.backoff import (
+        backoff_delay,
+        exponential_backoff,
+    )
     from sandbox.errors import (
         ContainerStartError,
         DockerUnavailableError,
@@ -79,6 +83,10 @@ if TYPE_CHECKING:
         leftovers,
         sweep,
     )
+    from sandbox.timeouts import (
+        SANDBOX_TIMEOUTS,
+        SandboxTimeouts,
+    )
 
 # name -> the module that defines it; imported on first use, so `import sandbox`
 # (and its light submodules) stays cheap for the command line. The
@@ -109,11 +117,15 @@ _EXPORTS: dict[str, str] = {
     "SandboxProvider": "sandbox.provider",
     "SandboxRequest": "sandbox.sandbox",
     "SandboxSession": "sandbox.provider",
+    "SANDBOX_TIMEOUTS": "sandbox.timeouts",
+    "SandboxTimeouts": "sandbox.timeouts",
     "SeedError": "sandbox.errors",
     "SweepResult": "sandbox.sweeper",
     "ToolPolicy": "sandbox.proxy.models",
     "Upstream": "sandbox.proxy.models",
+    "backoff_delay": "sandbox.backoff",
     "build_image": "sandbox.images",
+    "exponential_backoff": "sandbox.backoff",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
     "list_all_tools": "sandbox.proxy.clients",

@@ -49,6 +49,7 @@ from sandbox.labels import new_id
 from sandbox.preparer import Preparer, fingerprint
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
+from sandbox.timeouts import SANDBOX_TIMEOUTS
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class SandboxPool:
         limits: Limits | None = None,
         run_id: str | None = None,
         images: dict[str, str] | None = None,
-        start_timeout: float = 60.0,
+        start_timeout: float = SANDBOX_TIMEOUTS.boot,
         budget: int | None = None,
         fail_fast: bool = True,
         boots: BootGate | None = None,

@@ -61,6 +61,7 @@ from sandbox.services import (
     typesense_spec,
 )
 from sandbox.subnets import AttemptSubnet, with_subnet
+from sandbox.timeouts import SANDBOX_TIMEOUTS
 
 if TYPE_CHECKING:
     from sandbox.reaper import Reaper
@@ -81,8 +82,7 @@ class SandboxRequest(BaseModel):
     run_id: str = Field(default_factory=lambda: lbl.new_id("run"))
     attempt_id: str = Field(default_factory=lambda: lbl.new_id("att"))
     limits: Limits = Field(default_factory=Limits)
-    # Generous: a loaded 2-core machine has been seen to need 30 s for a cold start.
-    start_timeout: float = 90.0
+    start_timeout: float = SANDBOX_TIMEOUTS.boot
     # Image tags resolved once per run (`resolve_images()`), so a long run never
     # mixes builds; None resolves them at start from the current sources.
     images: dict[str, str] | None = None

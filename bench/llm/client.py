@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
 
 from bench.llm.config import ModelsConfig, RoleConfig
-from sandbox.backoff import backoff_delay, exponential_backoff
+from sandbox import backoff_delay, exponential_backoff
 
 log = logging.getLogger(__name__)
 

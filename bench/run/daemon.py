@@ -23,7 +23,7 @@ from tenacity import AsyncRetrying, RetryError, stop_after_delay
 
 from bench.defaults import DAEMON_WAIT
 from bench.run.errors import RunError
-from sandbox.backoff import exponential_backoff
+from sandbox import exponential_backoff
 
 log = logging.getLogger(__name__)
 

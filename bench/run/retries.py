@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sandbox.backoff import backoff_delay, exponential_backoff
+from sandbox import backoff_delay, exponential_backoff
 
 __all__ = ["PERMANENT", "RetryPolicy"]
 

@@ -25,14 +25,15 @@ from bench.session_api.golden import GoldenCache
 from bench.session_api.record import Recorder
 from bench.session_api.sessions import Session, SessionTable
 from bench.web_guard import GuardPolicy, WebGuard
-from sandbox import DockerProvider, ProxyServer
+from sandbox import SANDBOX_TIMEOUTS, DockerProvider, ProxyServer
 from sandbox.labels import new_id
 from sandbox.provider import ping_daemon
 
 HEALTH_TIMEOUT = 2.5  # s: the OpenEnv env's /ready gives /health 3 s
-# tbx's proxy is no tighter than the longest session timeout a client sends (570 s
-# for the trainer): each session's own `timeout` is enforced by the session table.
-PROXY_CALL_TIMEOUT = 3600.0
+# Everyone's timeouts (sandbox.timeouts), but the proxy's call bound is no tighter than
+# the longest session timeout a client sends (570 s for the trainer): each session's
+# own `timeout` is enforced by the session table.
+TIMEOUTS = SANDBOX_TIMEOUTS.model_copy(update={"call": 3600.0})
 
 
 class ServeOptions(BaseModel):
@@ -62,7 +63,7 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
     # Spec §3.6: /session_destroy answers once the session's containers are removed,
     # so a client that destroys and then counts (or creates anew) sees them gone.
     provider = DockerProvider(warm=opts.warm, teardown_inline=True)
-    proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
+    proxy = ProxyServer(call_timeout=TIMEOUTS.call)
     store = GoldenStore(bench, opts.golden_cache, image_id=servers_image_id, run_id=run_id)
     golden = GoldenCache(store, provider, run_id=run_id)
     recorder = Recorder(opts.record, bench, run_id) if opts.record is not None else None

@@ -12,7 +12,10 @@ above any task's need and far below what exhausts a 512 MiB container.
 
 from __future__ import annotations
 
-DEFAULT_CALL_TIMEOUT = 60.0  # seconds one tool call may take before it is answered as timed out
+from sandbox.timeouts import SANDBOX_TIMEOUTS
+
+# seconds one tool call may take before it is answered as timed out (sandbox.timeouts)
+DEFAULT_CALL_TIMEOUT = SANDBOX_TIMEOUTS.call
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024  # larger agent requests are refused (413)
 DEFAULT_CONNECT_TIMEOUT = 15.0  # seconds registration waits for the upstream servers to answer
 # A call whose arguments (as compact UTF-8 JSON) are larger is refused before it reaches

@@ -26,7 +26,7 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.run.golden import GoldenStore, servers_image_id
 from bench.session_api.app import SessionApi, build_app
 from bench.session_api.golden import GoldenCache
-from bench.session_api.server import PROXY_CALL_TIMEOUT, docker_problem
+from bench.session_api.server import TIMEOUTS, docker_problem
 from bench.session_api.sessions import SessionTable
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 from sandbox.proxy.relay import UpstreamPool
@@ -52,7 +52,7 @@ def serve(dataset: Path, tmp: Path, body: Body) -> None:
     bench = load_benchmark(dataset, strict=False)
     run_id = new_id("sessapi-direct")
     provider = DockerProvider(warm=0)
-    proxy = ProxyServer(call_timeout=PROXY_CALL_TIMEOUT)
+    proxy = ProxyServer(call_timeout=TIMEOUTS.call)
     store = GoldenStore(bench, tmp / "golden", image_id=servers_image_id, run_id=run_id)
     table = SessionTable(
         bench,
