@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from bench.dataset import Task
+from bench.defaults import TIMEOUTS
 from bench.env.host import AGENT_NAME, EnvHost
 from bench.env.protocol import (
     CallToolAction,
@@ -304,7 +305,7 @@ class Episode:
             agent=AGENT_NAME,
             wall_clock=host.opts.wall_clock,
             # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
-            call_timeout=host.opts.call_timeout + 15,
+            call_timeout=host.opts.call_timeout + TIMEOUTS.reply_grace,
             seed=self.repeat,
         )
         ledger = UsageLedger()

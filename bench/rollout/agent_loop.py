@@ -51,7 +51,7 @@ from typing import Any
 from mcp import Client
 
 from bench.dataset import Benchmark, Task
-from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
+from bench.defaults import TIMEOUTS, WALL_CLOCK
 from bench.harness_names import APPROVAL, STATE_CHECK, parse_harness
 from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import ModelsConfig, ModelsConfigError
@@ -270,7 +270,7 @@ async def run_agent(
     clients: AgentClients | None = None,
     max_agent_turns: int | None = None,
     max_user_turns: int | None = None,
-    call_timeout: float = CALL_TIMEOUT,
+    call_timeout: float = TIMEOUTS.agent_call,
     harness: Sequence[str] = (),
     effects_probe: EffectsProbe | None = None,
 ) -> Trajectory:

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from bench.dataset import ScenarioTool
-from bench.defaults import CALL_TIMEOUT, WALL_CLOCK
+from bench.defaults import TIMEOUTS, WALL_CLOCK
 from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
 from bench.rollout.brief import TaskBrief
@@ -91,7 +91,9 @@ class LoopSpec:
     max_agent_turns: int = DEFAULT_MAX_AGENT_TURNS
     max_user_turns: int = DEFAULT_MAX_USER_TURNS
     wall_clock: float = WALL_CLOCK
-    call_timeout: float = CALL_TIMEOUT
+    # the agent's wait for a tool call's reply: the proxy's bound answers first (and is
+    # recorded), this one only catches a lost reply (sandbox.timeouts)
+    call_timeout: float = TIMEOUTS.agent_call
     seed: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     harness: tuple[str, ...] = ()  # interventions on (bench.rollout.harness); () = the plain loop
@@ -106,7 +108,7 @@ class LoopSpec:
         max_agent_turns: int | None = None,
         max_user_turns: int | None = None,
         wall_clock: float = WALL_CLOCK,
-        call_timeout: float = CALL_TIMEOUT,
+        call_timeout: float = TIMEOUTS.agent_call,
         seed: int = 0,
         metadata: dict[str, Any] | None = None,
         harness: tuple[str, ...] = (),

@@ -6,11 +6,14 @@ still equal them."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from bench import defaults
 from bench.cli.main import build_parser
 from bench.env.host import EnvOptions
+from bench.rollout.agent_loop import run_agent
+from bench.rollout.conversation import LoopSpec
 from bench.run.coordinator import RunOptions
 from bench.run.daemon import DaemonGate
 from bench.session_api.server import TIMEOUTS as SESSION_API_TIMEOUTS
@@ -51,6 +54,8 @@ def test_every_default_timeout_is_the_one_objects() -> None:
     # The session proxy's per-call bound; an agent waits the grace beyond it.
     assert timeouts.call == DEFAULT_CALL_TIMEOUT == defaults.CALL_TIMEOUT == 60.0
     assert timeouts.agent_call == timeouts.call + timeouts.reply_grace == 75.0
+    assert LoopSpec(task_id="t", agent="a", query="q").call_timeout == timeouts.agent_call
+    assert inspect.signature(run_agent).parameters["call_timeout"].default == timeouts.agent_call
     assert timeouts.wall_clock == defaults.WALL_CLOCK
     # The Session API lifts the call bound only (its sessions carry their own timeout).
     assert SESSION_API_TIMEOUTS.model_dump() == {**SANDBOX_TIMEOUTS.model_dump(), "call": 3600.0}
