@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, PolicySearch
 from judge.canonical import State, dump_canonical
-from sandbox.errors import SeedError
+from sandbox import SandboxRequest, SeedError
 from sandbox.preparer import TypesenseEndpoint
-from sandbox.sandbox import SandboxRequest
 from sandbox.tls import client_ssl_context
 from servers import knowledge
 from servers.engine.seeding import DataPatchError, initial_rows, load_state

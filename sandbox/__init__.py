@@ -18,6 +18,10 @@ if TYPE_CHECKING:
         backoff_delay,
         exponential_backoff,
     )
+    from sandbox.checkout import (
+        open_sandbox,
+        register_request,
+    )
     from sandbox.errors import (
         ContainerStartError,
         DockerUnavailableError,
@@ -25,6 +29,14 @@ if TYPE_CHECKING:
         NetworkPoolExhaustedError,
         SandboxError,
         SeedError,
+    )
+    from sandbox.faults import (
+        CAUSES,
+        CONTAINER_FAULT,
+        NODE_FAULT,
+        OTHER_FAULT,
+        Cause,
+        Fault,
     )
     from sandbox.images import (
         build_image,
@@ -95,15 +107,21 @@ _EXPORTS: dict[str, str] = {
     "AdminClient": "sandbox.proxy.admin",
     "AsyncSandbox": "sandbox.sandbox",
     "AttemptHandle": "sandbox.sandbox",
+    "CAUSES": "sandbox.faults",
+    "CONTAINER_FAULT": "sandbox.faults",
+    "Cause": "sandbox.faults",
     "ContainerStartError": "sandbox.errors",
     "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
     "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy.limits",
     "DockerProvider": "sandbox.provider",
     "DockerSession": "sandbox.provider",
     "DockerUnavailableError": "sandbox.errors",
+    "Fault": "sandbox.faults",
     "ImageMissingError": "sandbox.errors",
     "Limits": "sandbox.services",
     "NetworkPoolExhaustedError": "sandbox.errors",
+    "NODE_FAULT": "sandbox.faults",
+    "OTHER_FAULT": "sandbox.faults",
     "PgEndpoint": "sandbox.sandbox",
     "ProxyCall": "sandbox.proxy.models",
     "ProxyError": "sandbox.proxy.models",
@@ -130,7 +148,9 @@ _EXPORTS: dict[str, str] = {
     "leftovers": "sandbox.sweeper",
     "list_all_tools": "sandbox.proxy.clients",
     "new_id": "sandbox.labels",
+    "open_sandbox": "sandbox.checkout",
     "proxy_client": "sandbox.proxy.clients",
+    "register_request": "sandbox.checkout",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",
     "sweep": "sandbox.sweeper",

@@ -43,7 +43,8 @@ from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
 from sandbox.reaper import Reaper
-from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
+from sandbox.sandbox import AsyncSandbox, AttemptHandle, Sandbox, SandboxRequest, resolve_images
+from sandbox.services import Limits
 from sandbox.sweeper import remove_stopped, sweep
 
 
@@ -52,6 +53,26 @@ class Upcoming(NamedTuple):
 
     domains: list[str]
     preparer: Callable[[], Preparer]
+
+
+class PoolShape(NamedTuple):
+    """Everything a warm pool's boots take from a request that changes what runs: two
+    requests of one shape can share spares."""
+
+    domains: tuple[str, ...]
+    typesense: bool
+    limits: Limits
+    images: tuple[tuple[str, str], ...]
+
+
+def pool_shape(request: SandboxRequest, default_images: Mapping[str, str]) -> PoolShape:
+    images = request.images or default_images
+    return PoolShape(
+        tuple(request.domains),
+        request.typesense,
+        request.limits,
+        tuple(sorted(images.items())),
+    )
 
 
 class SandboxSession(Protocol):
@@ -93,6 +114,12 @@ class SandboxSession(Protocol):
     def tools(self) -> Mapping[str, list[dict[str, Any]]]:
         """domain -> its server's tools/list taken at prepare (MCP JSON); a domain
         missing: not taken (the proxy's registration lists it)."""
+        ...
+
+    @property
+    def handle(self) -> AttemptHandle | None:
+        """Every endpoint of the set (PostgreSQL, Typesense, servers), as `tbx up` prints
+        them; None where the provider has no such set."""
         ...
 
     async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
@@ -212,6 +239,10 @@ class _Counted:
     def tools(self) -> Mapping[str, list[dict[str, Any]]]:
         return self._session.tools
 
+    @property
+    def handle(self) -> AttemptHandle | None:
+        return self._session.handle
+
     async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
         return await self._session.prepared_states(fingerprint)
 
@@ -262,6 +293,10 @@ class DockerSession:
     @property
     def tools(self) -> Mapping[str, list[dict[str, Any]]]:
         return self.sandbox.handle.tools
+
+    @property
+    def handle(self) -> AttemptHandle | None:
+        return self.sandbox.handle
 
     async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
         return await asyncio.to_thread(self.sandbox.sandbox.prepared_states, fingerprint)
@@ -318,7 +353,7 @@ class DockerProvider(SandboxProvider):
         self.start_timeout = start_timeout
         self.checkout_timeout = checkout_timeout
         self.run_id: str | None = None
-        self.pools: dict[str, SandboxPool] = {}
+        self.pools: dict[PoolShape, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
         self.upcoming: dict[str, list[Callable[[], Preparer]]] = {}
         self.again = False  # plan(again=...)
@@ -407,16 +442,21 @@ class DockerProvider(SandboxProvider):
         return _Counted(DockerSession(sandbox), self)
 
     async def warm_up(self, request: SandboxRequest) -> SandboxPool:
-        """The warm pool of `request`'s domains, started (booting its spares) if it was not."""
+        """The warm pool of `request`'s shape, started (booting its spares) if it was not.
+        A pool boots every spare alike, so requests that differ in anything a boot takes
+        (Typesense, limits, images) get pools of their own; the plan's budget, size and
+        upcoming preparers are per domains. The spares carry the provider's run (the
+        first request's when it was not started), which the end-of-run sweep removes."""
         key = ",".join(request.domains)
-        pool = self.pools.get(key)
+        shape = pool_shape(request, self.images)
+        pool = self.pools.get(shape)
         if pool is None:
             pool = SandboxPool(
                 request.domains,
                 size=self.sizes.get(key, self.warm_size),
                 typesense=request.typesense,
                 limits=request.limits,
-                run_id=request.run_id,
+                run_id=self.run_id or request.run_id,
                 images=request.images or self.images or None,
                 budget=self.budgets.get(key),
                 fail_fast=False,
@@ -424,7 +464,7 @@ class DockerProvider(SandboxProvider):
                 refill_delay=self.refill_delay,
                 **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
             )
-            self.pools[key] = pool
+            self.pools[shape] = pool
             if key in self.upcoming:
                 pool.plan(self.upcoming[key], again=self.again)
             await pool.__aenter__()

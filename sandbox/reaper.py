@@ -23,10 +23,20 @@ import asyncio
 import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-
-from sandbox.sandbox import Sandbox
+from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+
+class Removable(Protocol):
+    """What the reaper removes (a `sandbox.sandbox.Sandbox`): named, closed in a thread."""
+
+    @property
+    def attempt_id(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def remove_leftovers(self) -> None: ...
 
 
 class Reaper:
@@ -39,13 +49,13 @@ class Reaper:
         self._slots = asyncio.Semaphore(self.max_pending)
         self.failures = 0
         # Sets whose removal failed (the daemon away, say): `retry_failed()` tries them again.
-        self._failed: list[Sandbox] = []
+        self._failed: list[Removable] = []
 
     @property
     def pending(self) -> int:
         return len(self._pending)
 
-    async def release(self, sandbox: Sandbox) -> None:
+    async def release(self, sandbox: Removable) -> None:
         """Hand a sandbox over for removal (idempotent close, never raises for Docker errors)."""
         if self.inline:
             await asyncio.shield(asyncio.to_thread(self._close, sandbox))
@@ -61,7 +71,7 @@ class Reaper:
 
         fut.add_done_callback(done)
 
-    def _close(self, sandbox: Sandbox) -> None:
+    def _close(self, sandbox: Removable) -> None:
         try:
             sandbox.close()
         except Exception as exc:
@@ -72,11 +82,11 @@ class Reaper:
             self._failed.append(sandbox)
             log.warning(
                 "teardown of %s failed (%s: %s); left to the sweeper",
-                sandbox.request.attempt_id,
+                sandbox.attempt_id,
                 exc.__class__.__name__,
                 exc,
             )
-            log.debug("teardown of %s", sandbox.request.attempt_id, exc_info=True)
+            log.debug("teardown of %s", sandbox.attempt_id, exc_info=True)
 
     async def retry_failed(self) -> int:
         """Remove again the sets whose removal failed (after the daemon came back); how many were retried."""
@@ -86,7 +96,7 @@ class Reaper:
                 await asyncio.to_thread(sandbox.remove_leftovers)
             except Exception:
                 self._failed.append(sandbox)
-                log.warning("teardown of %s failed again", sandbox.request.attempt_id, exc_info=True)
+                log.warning("teardown of %s failed again", sandbox.attempt_id, exc_info=True)
         return len(failed)
 
     async def drain(self) -> None:

@@ -191,6 +191,10 @@ class Sandbox:
         self._abort = threading.Event()
 
     # ---- context manager ---------------------------------------------------
+    @property
+    def attempt_id(self) -> str:
+        return self.request.attempt_id
+
     def __enter__(self) -> Sandbox:
         self.start()
         return self

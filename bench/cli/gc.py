@@ -35,8 +35,8 @@ def register(sub: Any) -> None:
 
 
 def gc_command(args: argparse.Namespace) -> int:
+    from sandbox import sweep
     from sandbox.runtime_volumes import sweep_stale
-    from sandbox.sweeper import sweep
 
     if args.all:
         result = sweep(everything=True)

@@ -18,7 +18,8 @@ def register(sub: Any) -> None:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    from sandbox.images import IMAGES, build_image, prune_stale
+    from sandbox import build_image
+    from sandbox.images import IMAGES, prune_stale
     from sandbox.runtime_volumes import sweep_stale
 
     for name in args.names or list(IMAGES):

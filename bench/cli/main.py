@@ -41,7 +41,7 @@ from bench.cli import (
 from bench.dataset import DatasetError
 from bench.run.errors import RunError
 from bench.terminal_text import printable, printable_lines
-from sandbox.errors import SandboxError
+from sandbox import SandboxError
 from servers.registry import UnknownDomainError
 
 # A path tbx was told to use that cannot take it (read-only, full, a file where a folder

@@ -11,18 +11,18 @@ from another shell, a daemon restart), `tbx up` says so and exits 1."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.cli.proxy import wait_for_interrupt
-from bench.cli.signals import stop_signals_as_interrupt
+from bench.cli.signals import run_async, stop_signals_as_interrupt
 from sandbox.labels import ORPHAN_TTL
 
 if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
-    from sandbox import Registration, ToolPolicy
-    from sandbox.sandbox import AttemptHandle, SandboxRequest
+    from sandbox import AttemptHandle, ProxyServer, Registration, SandboxRequest, ToolPolicy
 
 
 def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) -> SandboxRequest:
@@ -123,10 +123,7 @@ def register(sub: Any) -> None:
 
 
 def up_command(args: argparse.Namespace) -> int:
-    from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer, RegisterRequest, ToolPolicy
-    from sandbox.sandbox import Sandbox
-    from sandbox.services import Limits
-    from sandbox.sweeper import sweep
+    from sandbox import DEFAULT_CALL_TIMEOUT, Limits, ProxyServer, ToolPolicy, sweep
 
     sweep(older_than=ORPHAN_TTL, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
@@ -142,17 +139,35 @@ def up_command(args: argparse.Namespace) -> int:
         port=getattr(args, "proxy_port", 0) or 0,
         call_timeout=getattr(args, "call_timeout", None) or DEFAULT_CALL_TIMEOUT,
     )
-    with stop_signals_as_interrupt(), Sandbox(request) as sb, proxy:
-        assert sb.handle is not None
-        reg = proxy.register(RegisterRequest.for_sandbox(sb.handle, policy))
-        print(endpoints_json(sb.handle, reg) if args.json else describe(sb.handle, reg), flush=True)
-        gone = wait_for_interrupt(lambda: proxy.gone(reg.token))
-        if gone is not None:
-            print(
-                f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
-                file=sys.stderr,
-                flush=True,
-            )
-        else:
-            print("tearing down ...", file=sys.stderr, flush=True)
+    gone: str | None = None
+    with stop_signals_as_interrupt(), proxy, contextlib.suppress(KeyboardInterrupt):
+        gone = run_async(_hold(request, policy, proxy, as_json=args.json))
     return 0 if gone is None else 1
+
+
+async def _hold(
+    request: SandboxRequest, policy: ToolPolicy, proxy: ProxyServer, *, as_json: bool
+) -> str | None:
+    """The sandbox through the one sandbox path, registered with `proxy`, until a stop
+    signal (None) or until the proxy's watch sees it vanish (what vanished)."""
+    from bench.run.lifecycle import register_request
+    from sandbox import DockerProvider, open_sandbox
+
+    provider = DockerProvider(teardown_inline=True)  # Ctrl-C returns once it is all gone
+    async with open_sandbox(provider, request, label="tbx up") as session:
+        reg = await proxy.aregister(register_request(session, request.attempt_id, policy))
+        handle = session.handle
+        assert handle is not None, "a Docker sandbox has its endpoints"
+        print(endpoints_json(handle, reg) if as_json else describe(handle, reg), flush=True)
+        try:
+            while (gone := proxy.gone(reg.token)) is None:
+                await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            print("tearing down ...", file=sys.stderr, flush=True)
+            raise
+        print(
+            f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
+            file=sys.stderr,
+            flush=True,
+        )
+    return gone

@@ -35,14 +35,18 @@ from bench.run.attempt import AttemptSpec, attempt_spec
 from bench.run.errors import BundleChanged
 from bench.run.golden import GoldenStore
 from bench.run.output import RunOutput, dataset_hash, write_manifest
-from sandbox import ProxyServer
-from sandbox.errors import ImageMissingError, SandboxError
-from sandbox.labels import new_id
-from sandbox.pool import SandboxPool
-from sandbox.provider import DockerProvider, Upcoming, image_digests
-from sandbox.sandbox import SandboxRequest
-from sandbox.services import Limits
-from sandbox.sweeper import sweep
+from sandbox import (
+    DockerProvider,
+    ImageMissingError,
+    Limits,
+    ProxyServer,
+    SandboxError,
+    SandboxPool,
+    SandboxRequest,
+    new_id,
+    sweep,
+)
+from sandbox.provider import Upcoming, image_digests
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +158,9 @@ class EnvHost:
     @property
     def pools(self) -> dict[str, SandboxPool]:
         """Served domain -> its warm pool, once started (readiness)."""
-        return dict(self.provider.pools) if self.provider is not None else {}
+        if self.provider is None:
+            return {}
+        return {",".join(shape.domains): pool for shape, pool in self.provider.pools.items()}
 
     # ---- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:

@@ -16,11 +16,7 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.replay.sandboxed import ReplayOutcome, replay_task
 from judge.canonical import State, state_hash
-from sandbox.labels import new_id
-from sandbox.pool import SandboxPool
-from sandbox.sandbox import resolve_images
-from sandbox.services import Limits
-from sandbox.sweeper import sweep
+from sandbox import DockerProvider, SandboxProvider, new_id, resolve_images, sweep
 from servers.registry import domain_names, server_to_domain
 
 
@@ -120,11 +116,12 @@ async def _conform_one(
     task: Task,
     trace: Trace,
     traces_dir: Path,
-    pool: SandboxPool,
+    provider: SandboxProvider,
+    kwargs: dict[str, Any],
 ) -> list[Mismatch]:
     calls = [(c["tool"], c["parameters"]) for c in trace.calls]
     try:
-        outcome = await replay_task(bench, task, calls, pool=pool)
+        outcome = await replay_task(bench, task, calls, provider=provider, **kwargs)
     except Exception as exc:  # a sandbox or transport failure is a mismatch, reported, not a crash
         return [Mismatch(task_id=task.id, kind="error", detail=f"{exc.__class__.__name__}: {exc}")]
     return compare(outcome, trace, await asyncio.to_thread(golden_canonical, traces_dir, task.id))
@@ -154,10 +151,10 @@ async def run_conformance(
     images = await asyncio.to_thread(resolve_images, False)
     started = time.monotonic()
 
-    async def one(task: Task, tr: Trace, pool: SandboxPool, sem: asyncio.Semaphore) -> None:
+    async def one(task: Task, tr: Trace, provider: SandboxProvider, sem: asyncio.Semaphore) -> None:
         async with sem:
             t = time.monotonic()
-            problems = await _conform_one(bench, task, tr, traces_dir, pool)
+            problems = await _conform_one(bench, task, tr, traces_dir, provider, replay_kwargs)
             rep = reports[task.domain]
             rep.total += 1
             rep.seconds += time.monotonic() - t
@@ -168,19 +165,22 @@ async def run_conformance(
             if progress:
                 progress(task, problems)
 
+    replay_kwargs: dict[str, Any] = {"runtime": runtime, "run_id": run_id, "images": images}
     try:
-        # One warm pool per domain: container sets boot while earlier tasks replay.
+        # A warm pool per domain, one domain at a time: container sets boot while
+        # earlier tasks replay, and the pool stops booting once its tasks are served.
         for domain in reports:
             todo = [(t, tr) for t, tr in selected if t.domain == domain]
             if not todo:
                 continue
             size = max(1, min(concurrency, len(todo)))
-            limits = Limits(runtime=runtime)
-            async with SandboxPool(
-                [domain], size, typesense=False, limits=limits, run_id=run_id, images=images
-            ) as pool:
+            provider = DockerProvider(warm=size)
+            provider.plan({domain: len(todo)})
+            try:
                 sem = asyncio.Semaphore(size)
-                await asyncio.gather(*(one(t, tr, pool, sem) for t, tr in todo))
+                await asyncio.gather(*(one(t, tr, provider, sem) for t, tr in todo))
+            finally:
+                await provider.close()
     finally:
         await asyncio.to_thread(sweep, run_id)
     for rep in reports.values():

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from bench.dataset import Benchmark, Task
 from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import replay_calls
+from sandbox import DockerProvider, Limits, new_id, open_sandbox
 from sandbox.admission import (
     Admission,
     AdmissionError,
@@ -23,9 +24,6 @@ from sandbox.admission import (
     measure_set,
     store_usage,
 )
-from sandbox.labels import new_id
-from sandbox.sandbox import AsyncSandbox
-from sandbox.services import Limits
 
 
 class RunAdmission(BaseModel):
@@ -64,9 +62,11 @@ async def measure_domain(
             run_id=run_id or new_id("run-admission"),
         )
     )
-    async with AsyncSandbox(request) as sb:
-        await replay_calls(sb.handle.servers[task.domain], bench.golden_calls(task), sb.handle.server_headers)
-        return await asyncio.to_thread(measure_set, task.domain, sb.handle.containers, images)
+    async with open_sandbox(DockerProvider(), request, label=f"measuring a {task.domain} set") as session:
+        await replay_calls(
+            session.servers[task.domain], bench.golden_calls(task), dict(session.server_headers)
+        )
+        return await asyncio.to_thread(measure_set, task.domain, dict(session.containers), images)
 
 
 async def set_usage(

@@ -34,17 +34,19 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import bench.replay.sandboxed as replay_mod
 from bench.dataset import Benchmark, Task
 from bench.prepare import initial_state
+from bench.replay.sandboxed import ReplayOutcome, replay_in_sandbox
 from judge import canonical
 from judge.canonical import state_hash
 from judge.record_files import atomic_write
 from judge.records import GoldenState, ToolCallView
+from sandbox import DockerProvider, Fault, SandboxProvider, SandboxRequest
 from sandbox.cache import cache_dir
 
 log = logging.getLogger(__name__)
@@ -57,9 +59,13 @@ SESSION_KEY_VERSION = "session-api-1"  # the Session API key space's (never equa
 class GoldenReplayError(RuntimeError):
     """A golden call failed: the task cannot be judged."""
 
+    fault = Fault("golden replay", retryable=False)  # a new try replays the same calls
+
 
 class GoldenNotCached(LookupError):
     """The golden state is not in the cache and replays are not allowed."""
+
+    fault = Fault("golden replay", retryable=False)
 
 
 IMAGE_DIR_PREFIX = "image-"
@@ -91,8 +97,8 @@ def prune_golden(existing_image_ids: set[str], root: Path | None = None) -> list
 
 def servers_image_id() -> str:
     """The image id (sha256 digest) of the servers image sandboxes run now."""
+    from sandbox import require_image
     from sandbox.docker_client import docker_client
-    from sandbox.images import require_image
 
     image_id: str = docker_client().images.get(require_image("servers")).id
     return image_id
@@ -168,8 +174,30 @@ def check_golden_calls(task_id: str, calls: list[ToolCallView]) -> None:
             )
 
 
+def golden_state(label: str, key: str, outcome: ReplayOutcome) -> GoldenState:
+    """The golden state of a replay of golden calls (the one builder of every key space);
+    `GoldenReplayError` when a call failed."""
+    calls = [
+        ToolCallView.from_reply(c.tool, c.parameters, c.result, c.is_error, c.latency_ms)
+        for c in outcome.calls
+    ]
+    check_golden_calls(label, calls)
+    return GoldenState(
+        task_id=label,
+        key=key,
+        initial_state=outcome.initial_state,
+        final_state=outcome.final_state,
+        initial_hash=state_hash(outcome.initial_state),
+        golden_hash=state_hash(outcome.final_state),
+        calls=calls,
+    )
+
+
 class GoldenStore:
-    """Golden end states of one benchmark, computed on demand and cached."""
+    """Golden end states, computed on demand and cached: in memory, on disk, and one
+    replay per key at a time in this process (callers of one key share it; one giving
+    up does not cancel it for the others). Both key spaces: a benchmark task's (`get`)
+    and any other replay's under a key its caller computed (`replayed`)."""
 
     def __init__(
         self,
@@ -180,6 +208,7 @@ class GoldenStore:
         allow_replay: bool = True,
         runtime: str | None = None,
         run_id: str | None = None,
+        provider: SandboxProvider | None = None,
     ):
         self.bench = bench
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
@@ -187,8 +216,11 @@ class GoldenStore:
         self.allow_replay = allow_replay
         self.runtime = runtime
         self.run_id = run_id
-        self._locks: dict[str, asyncio.Lock] = {}
+        # Where replays' sandboxes come from (None: cold sets of their own, never an
+        # attempt pool's spares, which are prepared for the attempts to come).
+        self.provider = provider
         self._memory: dict[str, GoldenState] = {}
+        self._inflight: dict[str, asyncio.Future[GoldenState | None]] = {}
         self._keys: dict[str, str] = {}  # task id -> key (the benchmark and the image do not change)
         self.replays = 0  # golden replays this store ran
 
@@ -232,39 +264,72 @@ class GoldenStore:
         loads them before its first attempts instead of during them. False: not cached."""
         return await self._get(task, replay=False) is not None
 
+    async def replayed(
+        self,
+        key: str,
+        label: str,
+        request: SandboxRequest,
+        calls: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        provider: SandboxProvider | None = None,
+    ) -> GoldenState:
+        """The golden state of `calls` played on `request`'s sandbox, stored under `key`
+        (computed by the caller over everything the state depends on); `provider`: where
+        this replay's sandbox comes from (default the store's)."""
+
+        async def replay() -> GoldenState:
+            outcome = await replay_in_sandbox(
+                provider or self._provider(), request, calls, label=f"golden replay of {label}"
+            )
+            return golden_state(label, key, outcome)
+
+        golden = await self._cached(key, replay)
+        assert golden is not None  # a compute is given
+        return golden
+
     async def _get(self, task: Task, *, replay: bool) -> GoldenState | None:
-        """From memory, else the cache (one load per key at a time), else a replay if
-        `replay`; None when none of them has it."""
         key = await asyncio.to_thread(self.key, task)
-        if key in self._memory:
-            return self._memory[key]
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+
+        async def compute() -> GoldenState:
+            outcome = await replay_mod.replay_task(
+                self.bench, task, provider=self._provider(), runtime=self.runtime, run_id=self.run_id
+            )
+            return golden_state(task.id, key, outcome)
+
+        return await self._cached(key, compute if replay else None)
+
+    async def _cached(
+        self, key: str, compute: Callable[[], Awaitable[GoldenState]] | None
+    ) -> GoldenState | None:
+        """From memory, else the cache file, else `compute` (when given) saved to the
+        cache; None when none of them has it. One look-up per key at a time."""
+        while True:
             if key in self._memory:
                 return self._memory[key]
-            golden = await asyncio.to_thread(self.load, key)
-            if golden is None:
-                if not replay:
-                    return None
-                golden = await self._compute(task, key)
-                await asyncio.to_thread(self.save, golden)
-            self._memory[key] = golden
-            return golden
+            running = self._inflight.get(key)
+            if running is None:
+                running = asyncio.ensure_future(self._fill(key, compute))
+                self._inflight[key] = running
+                running.add_done_callback(lambda _: self._inflight.pop(key, None))
+            golden = await asyncio.shield(running)
+            if golden is not None or compute is None:
+                return golden
+            # A look-up that may not replay ran for this key and found nothing: ours may.
 
-    async def _compute(self, task: Task, key: str) -> GoldenState:
-        self.replays += 1
-        outcome = await replay_mod.replay_task(self.bench, task, runtime=self.runtime, run_id=self.run_id)
-        calls = [
-            ToolCallView.from_reply(c.tool, c.parameters, c.result, c.is_error, c.latency_ms)
-            for c in outcome.calls
-        ]
-        check_golden_calls(task.id, calls)
-        return GoldenState(
-            task_id=task.id,
-            key=key,
-            initial_state=outcome.initial_state,
-            final_state=outcome.final_state,
-            initial_hash=state_hash(outcome.initial_state),
-            golden_hash=state_hash(outcome.final_state),
-            calls=calls,
-        )
+    async def _fill(
+        self, key: str, compute: Callable[[], Awaitable[GoldenState]] | None
+    ) -> GoldenState | None:
+        golden = await asyncio.to_thread(self.load, key)
+        if golden is None:
+            if compute is None:
+                return None
+            self.replays += 1
+            golden = await compute()
+            await asyncio.to_thread(self.save, golden)
+        self._memory[key] = golden
+        return golden
+
+    def _provider(self) -> SandboxProvider:
+        if self.provider is None:
+            self.provider = DockerProvider()
+        return self.provider

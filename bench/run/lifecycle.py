@@ -4,7 +4,8 @@
         ...  # drive the conversation against live.url / live.headers
     outcome = live.outcome  # states, tool calls, timings (filled as it goes)
 
-Opening checks a sandbox out of the provider (`spec.sandbox_request()`), takes
+Opening checks a sandbox out of the provider (`spec.sandbox_request()`) through
+the one sandbox path (`sandbox.checkout.open_sandbox`), takes
 the canonical initial state and registers the attempt with the session proxy
 under the spec's tool policy (no allow-list: every tool; an empty one: none).
 What does not depend on the attempt was done when the sandbox was prepared (in a
@@ -17,9 +18,7 @@ collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
 saw), the terminal state is dumped (only when the body ended without an
 exception) and the session is closed. A failure while a container of the set
-is dead is re-raised as `SandboxGoneError` naming it (`sandbox.container_fate`); after
-a failed database connection the containers are asked again for up to LOSS_GRACE
-seconds, since the daemon records a killed container's exit after its connections break.
+is dead is re-raised as `SandboxGoneError` naming it (`open_sandbox`'s translation).
 
 Who drives it: `execute_attempt` below (`tbx run`, through the coordinator's
 executor, locally or on a Ray node) runs the agent loop inside it; the OpenEnv
@@ -35,8 +34,6 @@ import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import psycopg
-
 from bench.harness_names import STATE_CHECK
 from bench.rollout.agent_loop import run_agent
 from bench.rollout.clients import AgentClients
@@ -46,49 +43,24 @@ from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage
 from judge import State, ToolCallView
 from judge.canonical import dump_dsn
 from sandbox import (
+    DEFAULT_CALL_TIMEOUT,
     ProxyCall,
     ProxyServer,
-    RegisterRequest,
     Registration,
     SandboxGoneError,
     SandboxProvider,
     SandboxRequest,
-    ToolPolicy,
-    Upstream,
+    SandboxSession,
+    open_sandbox,
+    register_request,
 )
-from sandbox.container_fate import Fate, lost_fate
-from sandbox.provider import SandboxSession
-from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT
+from sandbox.checkout import lost_container, lost_fate_of
 from sandbox.proxy.loss import Loss, agent_load
 from sandbox.proxy.models import ResourceLimitHit
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
 
 LOSS_WAIT = 5.0  # seconds a call that lost its server waits for the proxy's word on whose loss it was
-
-# A killed PostgreSQL breaks a dump's connection before the daemon has recorded the
-# container's exit (#38 finding 12: the terminal dump's OperationalError was reported
-# instead of the container): a failed connection to the sandbox asks about its
-# containers for this long before its own error stands.
-LOSS_GRACE = 5.0
-LOSS_POLL = 0.2
-
-
-def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
-    """The session proxy's registration of `session`: every server with its secret, the
-    containers and the network its watch follows. The policy goes as it is: an allow-list of
-    None lists every tool, an empty one none (a Session API `available_tools: []`)."""
-    headers = dict(session.server_headers)
-    return RegisterRequest(
-        attempt_id=attempt_id,
-        upstreams={
-            d: Upstream(url=u, headers=headers, interface=session.interface, tools=session.tools.get(d))
-            for d, u in session.servers.items()
-        },
-        policy=policy,
-        containers=dict(session.containers),
-        network=session.network,
-    )
 
 
 def call_views(calls: list[ProxyCall]) -> list[ToolCallView]:
@@ -136,7 +108,7 @@ class LiveAttempt:
         return self._proxy.gone(self.token)
 
     async def lost_container(self) -> str | None:
-        return await _lost_container(self.session)
+        return await lost_container(self.session)
 
     async def loss(self, *, wait: bool = False) -> Loss | None:
         """The sandbox's loss and whose doing it was: the proxy's word when its watch told
@@ -158,22 +130,10 @@ class LiveAttempt:
         return await _dump(self.session, self.spec.domain)
 
 
-async def _lost_fate(session: SandboxSession) -> Fate | None:
-    """A container of `session` that died (sandbox.container_fate); None when all run."""
-    containers = dict(session.containers)
-    return await asyncio.to_thread(lost_fate, containers) if containers else None
-
-
-async def _lost_container(session: SandboxSession) -> str | None:
-    """A container of `session` that died, described (sandbox.container_fate); None when all run."""
-    fate = await _lost_fate(session)
-    return None if fate is None else fate.text
-
-
 async def _judged_loss(session: SandboxSession, calls: list[ProxyCall]) -> Loss | None:
     """A container of `session` found dead now, and whether the attempt's `calls` drove it
     there (sandbox.proxy.loss, as the proxy judges the losses its watch reports)."""
-    fate = await _lost_fate(session)
+    fate = await lost_fate_of(session)
     if fate is None:
         return None
     spans: list[tuple[float, float | None]] = [
@@ -189,17 +149,6 @@ async def _dump_if_readable(session: SandboxSession, domain: str) -> State | Non
         return await _dump(session, domain)
     except Exception:
         return None
-
-
-async def _lost_after(session: SandboxSession, exc: Exception) -> str | None:
-    """A container of `session` that died, as `_lost_container`; after a failed connection to
-    its database, asked again until the daemon has had LOSS_GRACE seconds to record an exit."""
-    deadline = time.monotonic() + (LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0)
-    while True:
-        lost = await _lost_container(session)
-        if lost is not None or time.monotonic() >= deadline:
-            return lost
-        await asyncio.sleep(LOSS_POLL)
 
 
 async def _dump(session: SandboxSession, domain: str) -> State:
@@ -229,55 +178,42 @@ async def open_attempt(
     timings and the initial state when the opening fails half way."""
     outcome = outcome if outcome is not None else AttemptOutcome.of(spec)
     timings = outcome.timings
-    t = time.monotonic()
     request = spec.sandbox_request()
-    session = await provider.checkout(request)
-    try:
-        timings["sandbox_start"] = time.monotonic() - t
-        try:
-            t = time.monotonic()
-            outcome.initial_state = await _initial_state(session, spec.domain, request)
-            timings["initial_dump"] = time.monotonic() - t
-            reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
-            live = LiveAttempt(spec, outcome, session, proxy, reg)
-            t = time.monotonic()
-            failed: Exception | None = None
-            try:
-                yield live
-            except Exception as exc:  # raised again below, unless the attempt's own load was the cause
-                failed = exc
-            finally:
-                recorded = proxy.calls(reg.token)
-                # A call that lost its server means a loss is coming: wait for the watch's word.
-                lost_server = any(c.outcome == "upstream_error" for c in recorded)
-                loss = await live.loss(wait=True) if lost_server else proxy.loss(reg.token)
-                outcome.calls = call_views(await proxy.aunregister(reg.token))
-                if loss is not None and not loss.agent_load:  # whatever the body saw, this is the cause
-                    raise SandboxGoneError(f"attempt {spec.attempt_id}: {loss.cause}") from failed
-            timings["agent"] = time.monotonic() - t
-            t = time.monotonic()
-            if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
-                outcome.resource_limit = loss.cause
-                outcome.terminal_state = await _dump_if_readable(session, spec.domain)
-                timings["final_dump"] = time.monotonic() - t
-                if failed is not None:
-                    raise ResourceLimitHit(loss.cause) from failed
-            else:
-                if failed is not None:
-                    raise failed
-                outcome.terminal_state = await _dump(session, spec.domain)
-                timings["final_dump"] = time.monotonic() - t
-        except Exception as exc:
-            # Whatever failed (a dump, a tool call), a dead container is the cause to report.
-            if not isinstance(exc, SandboxGoneError | ResourceLimitHit):
-                lost = await _lost_after(session, exc)
-                if lost is not None:
-                    raise SandboxGoneError(f"attempt {spec.attempt_id}: sandbox gone: {lost}") from exc
-            raise
+    async with open_sandbox(
+        provider, request, label=f"attempt {spec.attempt_id}", timings=timings
+    ) as session:
         t = time.monotonic()
-    finally:
-        await session.close()
-    timings["teardown"] = time.monotonic() - t
+        outcome.initial_state = await _initial_state(session, spec.domain, request)
+        timings["initial_dump"] = time.monotonic() - t
+        reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
+        live = LiveAttempt(spec, outcome, session, proxy, reg)
+        t = time.monotonic()
+        failed: Exception | None = None
+        try:
+            yield live
+        except Exception as exc:  # raised again below, unless the attempt's own load was the cause
+            failed = exc
+        finally:
+            recorded = proxy.calls(reg.token)
+            # A call that lost its server means a loss is coming: wait for the watch's word.
+            lost_server = any(c.outcome == "upstream_error" for c in recorded)
+            loss = await live.loss(wait=True) if lost_server else proxy.loss(reg.token)
+            outcome.calls = call_views(await proxy.aunregister(reg.token))
+            if loss is not None and not loss.agent_load:  # whatever the body saw, this is the cause
+                raise SandboxGoneError(f"attempt {spec.attempt_id}: {loss.cause}") from failed
+        timings["agent"] = time.monotonic() - t
+        t = time.monotonic()
+        if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
+            outcome.resource_limit = loss.cause
+            outcome.terminal_state = await _dump_if_readable(session, spec.domain)
+            timings["final_dump"] = time.monotonic() - t
+            if failed is not None:
+                raise ResourceLimitHit(loss.cause) from failed
+        else:
+            if failed is not None:
+                raise failed
+            outcome.terminal_state = await _dump(session, spec.domain)
+            timings["final_dump"] = time.monotonic() - t
 
 
 async def execute_attempt(

@@ -417,8 +417,8 @@ class ClusterSandboxes:
 
 def _driver_images() -> tuple[dict[str, str], dict[str, str]]:
     """The image tags and digests the manifest records: this machine's build."""
+    from sandbox import resolve_images
     from sandbox.provider import image_digests
-    from sandbox.sandbox import resolve_images
 
     images = resolve_images(True)
     return images, image_digests(images)

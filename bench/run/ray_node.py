@@ -136,8 +136,8 @@ def admitted_slots(dataset: str, domains: list[str] | None = None, model_agent: 
     path) where it runs; the run itself does not."""
     from bench.dataset import load_benchmark
     from bench.run.admission import set_usage
+    from sandbox import resolve_images
     from sandbox.admission import available_memory, sets_that_fit
-    from sandbox.sandbox import resolve_images
 
     bench = load_benchmark(Path(dataset), strict=False)
     tasks = [t for t in bench.tasks if not domains or t.domain in domains]

@@ -2,7 +2,7 @@
 attempt, each reached only with its own unguessable token.
 
     with ProxyServer() as proxy:
-        reg = proxy.register(RegisterRequest.for_sandbox(handle, ToolPolicy(allowed_tools=[...])))
+        reg = proxy.register(register_request(session, attempt_id, ToolPolicy(allowed_tools=[...])))
         # an MCP client connects to reg.url with header `Authorization: Bearer <reg.token>`
         # (or to reg.path_url, which carries the token in the path)
         ...

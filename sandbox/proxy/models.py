@@ -5,15 +5,11 @@ The same models serve the in-process API and the standalone proxy's admin API.""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.errors import SandboxError
-from sandbox.host_firewall import bridge_name
-
-if TYPE_CHECKING:
-    from sandbox.sandbox import AttemptHandle
 
 Outcome = Literal["ok", "tool_error", "refused", "timeout", "upstream_error", "protocol_error"]
 
@@ -80,23 +76,6 @@ class RegisterRequest(BaseModel):
         if isinstance(value, dict):
             return {k: {"url": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
-
-    @classmethod
-    def for_sandbox(
-        cls, handle: AttemptHandle, policy: ToolPolicy | None = None, call_timeout: float | None = None
-    ) -> RegisterRequest:
-        """The registration of a started sandbox: every server with its secret, every container watched."""
-        return cls(
-            attempt_id=handle.attempt_id,
-            upstreams={
-                d: Upstream(url=u, headers=handle.server_headers, interface=bridge_name(handle.attempt_id))
-                for d, u in handle.servers.items()
-            },
-            policy=policy or ToolPolicy(),
-            call_timeout=call_timeout,
-            containers=dict(handle.containers),
-            network=handle.network,
-        )
 
 
 class Registration(BaseModel):

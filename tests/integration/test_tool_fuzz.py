@@ -41,7 +41,15 @@ from psycopg import sql
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.prepare import sandbox_request
-from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client
+from sandbox import (
+    AsyncSandbox,
+    DockerSession,
+    ProxyServer,
+    Registration,
+    ToolPolicy,
+    proxy_client,
+    register_request,
+)
 from sandbox.sandbox import Sandbox, schema_name
 from sandbox.sweeper import leftovers, sweep
 
@@ -259,7 +267,9 @@ def test_every_tool_survives_generated_arguments(domain: str, bench: Benchmark, 
             handle = sb.handle
             columns_before = _columns(handle.pg.admin_dsn(domain), domain)
             # Every tool the server lists (no allow-list): the fuzz covers more than one scenario shows.
-            reg = proxy.register(RegisterRequest.for_sandbox(handle))
+            reg = proxy.register(
+                register_request(DockerSession(AsyncSandbox.adopt(sb)), handle.attempt_id, ToolPolicy())
+            )
             caller = ToolCaller(reg)
             state = Fingerprint(handle.pg.admin_dsn(domain), domain)
             try:

@@ -1,0 +1,106 @@
+"""The one way to use a container set: check it out of a provider, use it, close it.
+
+    async with open_sandbox(provider, request, label="golden replay of T") as session:
+        session.servers["retail"], session.admin_dsn("retail")
+
+Every use goes through here: an attempt (`bench.run.lifecycle.open_attempt` opens
+its sandbox with it), both golden replays, conformance, admission's measurement
+and `tbx up`. So each gets the provider's boot gate, warm pool (where the provider
+has one), reaper and teardown, and one translation of a failure: whatever failed
+inside (a dump, a tool call, a connection), a container of the set found dead is
+the cause reported, as `SandboxGoneError` naming it. After a failed database
+connection the containers are asked again for up to LOSS_GRACE seconds, since the
+daemon records a killed container's exit after its connections break (a killed
+PostgreSQL breaks a dump's connection first: issue 38, finding 12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
+
+import psycopg
+
+from sandbox.container_fate import Fate, lost_fate
+from sandbox.provider import SandboxProvider, SandboxSession
+from sandbox.proxy.models import RegisterRequest, ResourceLimitHit, SandboxGoneError, ToolPolicy, Upstream
+from sandbox.sandbox import SandboxRequest
+
+__all__ = ["LOSS_GRACE", "lost_after", "lost_container", "lost_fate_of", "open_sandbox", "register_request"]
+
+LOSS_GRACE = 5.0
+LOSS_POLL = 0.2
+
+
+async def lost_fate_of(session: SandboxSession) -> Fate | None:
+    """A container of `session` that died (sandbox.container_fate); None when all run."""
+    containers = dict(session.containers)
+    return await asyncio.to_thread(lost_fate, containers) if containers else None
+
+
+async def lost_container(session: SandboxSession) -> str | None:
+    """A container of `session` that died, described; None when all run."""
+    fate = await lost_fate_of(session)
+    return None if fate is None else fate.text
+
+
+async def lost_after(session: SandboxSession, exc: BaseException) -> str | None:
+    """`lost_container`, asked again after a failed connection to the set's database
+    until the daemon has had LOSS_GRACE seconds to record an exit."""
+    deadline = time.monotonic() + (LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0)
+    while True:
+        lost = await lost_container(session)
+        if lost is not None or time.monotonic() >= deadline:
+            return lost
+        await asyncio.sleep(LOSS_POLL)
+
+
+def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
+    """The session proxy's registration of `session`: every server with its secret, the
+    containers and the network its watch follows. The policy goes as it is: an allow-list of
+    None lists every tool, an empty one none (a Session API `available_tools: []`)."""
+    headers = dict(session.server_headers)
+    return RegisterRequest(
+        attempt_id=attempt_id,
+        upstreams={
+            d: Upstream(url=u, headers=headers, interface=session.interface, tools=session.tools.get(d))
+            for d, u in session.servers.items()
+        },
+        policy=policy,
+        containers=dict(session.containers),
+        network=session.network,
+    )
+
+
+@asynccontextmanager
+async def open_sandbox(
+    provider: SandboxProvider,
+    request: SandboxRequest,
+    *,
+    label: str,
+    timings: MutableMapping[str, float] | None = None,
+) -> AsyncIterator[SandboxSession]:
+    """A prepared sandbox for `request`, closed on the way out whatever happened.
+    `label` names the user in a loss ("attempt X", "golden replay of T"); `timings`
+    gets `sandbox_start` (the checkout) and, when the body ended normally, `teardown`."""
+    timings = timings if timings is not None else {}
+    t = time.monotonic()
+    session = await provider.checkout(request)
+    try:
+        timings["sandbox_start"] = time.monotonic() - t
+        try:
+            yield session
+        except Exception as exc:
+            # The agent's own limit and an already-named loss stand; anything else while a
+            # container of the set is dead is that container's doing.
+            if not isinstance(exc, SandboxGoneError | ResourceLimitHit):
+                lost = await lost_after(session, exc)
+                if lost is not None:
+                    raise SandboxGoneError(f"{label}: sandbox gone: {lost}") from exc
+            raise
+        t = time.monotonic()
+    finally:
+        await session.close()
+    timings["teardown"] = time.monotonic() - t
