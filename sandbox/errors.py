@@ -1,8 +1,11 @@
-"""Errors that tell the user what went wrong and what to do about it."""
+"""Errors that tell the user what went wrong and what to do about it; each says in
+its `fault` which part of the system failed (sandbox.faults)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, OTHER_FAULT, Fault
 
 if TYPE_CHECKING:
     from sandbox.container_fate import Fate
@@ -11,21 +14,23 @@ if TYPE_CHECKING:
 class SandboxError(RuntimeError):
     """Base class: every message says what to do next."""
 
+    fault: Fault = OTHER_FAULT
+
 
 class DockerUnavailableError(SandboxError):
-    pass
+    fault = NODE_FAULT
 
 
 class ImageMissingError(SandboxError):
-    pass
+    fault = NODE_FAULT
 
 
 class NetworkPoolExhaustedError(SandboxError):
-    pass
+    fault = NODE_FAULT
 
 
 class ContainerStartError(SandboxError):
-    pass
+    fault = CONTAINER_FAULT
 
 
 class ContainerLostError(ContainerStartError):
@@ -39,4 +44,4 @@ class ContainerLostError(ContainerStartError):
 
 
 class SeedError(SandboxError):
-    pass
+    fault = CONTAINER_FAULT

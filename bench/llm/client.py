@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
 
 from bench.llm.config import ModelsConfig, RoleConfig
-from sandbox import backoff_delay, exponential_backoff
+from sandbox import Fault, backoff_delay, exponential_backoff
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,11 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class ModelEndpointError(RuntimeError):
-    """A model endpoint failed for reasons outside the model's control."""
+    """A model endpoint failed for reasons outside the model's control. (`retryable` is
+    whether the endpoint may answer another request; a run tries the attempt again
+    either way: `fault`.)"""
+
+    fault = Fault("model endpoint")
 
     def __init__(
         self,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sandbox import NODE_FAULT, Fault
+
 
 class RunError(RuntimeError):
     """A run cannot start or go on; the message says what to do next."""
@@ -46,11 +48,15 @@ class BundleChanged(RunError):
 class NotEnoughMemory(RunError):
     """Admission (sandbox.admission) found the sets asked for do not fit in free memory."""
 
+    fault = NODE_FAULT
+
     def __init__(self, reason: str):
         super().__init__(f"tbx run: {reason}")
 
 
 class RubricsNeedJudge(RunError):
+    fault = Fault("other", retryable=False)  # a new try has no judge either
+
     def __init__(self, count: int):
         super().__init__(
             f"tbx run: {count} selected task(s) have yes/no rubrics but no judge model is "

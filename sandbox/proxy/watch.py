@@ -31,6 +31,7 @@ import requests.exceptions
 
 from sandbox.container_fate import Fate, lost_fate
 from sandbox.docker_client import docker_client
+from sandbox.faults import NODE_FAULT
 from sandbox.proxy.models import SandboxGoneError
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,10 @@ class _Watched:
 
 
 class DaemonUnreachable(SandboxGoneError):
-    """The Docker daemon could not be asked: the sandbox's state is unknown."""
+    """The Docker daemon could not be asked: the sandbox's state is unknown (the node
+    failed, not a container)."""
+
+    fault = NODE_FAULT
 
 
 def _summaries(ids: list[str], client: Any = None) -> dict[str, dict[str, Any]]:
