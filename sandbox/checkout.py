@@ -46,12 +46,12 @@ async def lost_container(session: SandboxSession) -> str | None:
     return None if fate is None else fate.text
 
 
-async def lost_after(session: SandboxSession, exc: BaseException) -> str | None:
-    """`lost_container`, asked again after a failed connection to the set's database
+async def lost_after(session: SandboxSession, exc: BaseException) -> Fate | None:
+    """`lost_fate_of`, asked again after a failed connection to the set's database
     until the daemon has had LOSS_GRACE seconds to record an exit."""
     deadline = time.monotonic() + (LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0)
     while True:
-        lost = await lost_container(session)
+        lost = await lost_fate_of(session)
         if lost is not None or time.monotonic() >= deadline:
             return lost
         await asyncio.sleep(LOSS_POLL)
@@ -98,7 +98,7 @@ async def open_sandbox(
             if not isinstance(exc, SandboxGoneError | ResourceLimitHit):
                 lost = await lost_after(session, exc)
                 if lost is not None:
-                    raise SandboxGoneError(f"{label}: sandbox gone: {lost}") from exc
+                    raise SandboxGoneError(f"{label}: sandbox gone: {lost.text}", fault=lost.fault) from exc
             raise
         t = time.monotonic()
     finally:

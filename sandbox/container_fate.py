@@ -29,6 +29,7 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.docker_client import docker_client
+from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, Fault
 from sandbox.oom import OomCause, oom_cause
 
 __all__ = ["Fate", "describe", "fate_of", "lost_container", "lost_fate"]
@@ -47,6 +48,15 @@ class Fate:
     # (`docker kill`/`stop`, the host's OOM killer) or removed. Not a crash of its own
     # (another exit code), not its own limit: those would end a new set the same way.
     outside: bool = False
+    # The daemon could not be asked about it: its state is unknown (the node failed, as
+    # far as anyone can tell, not the container).
+    unknown: bool = False
+
+    @property
+    def fault(self) -> Fault:
+        """The fault of a sandbox lost this way: the container's, or the node's when the
+        daemon could not be asked (sandbox.faults)."""
+        return NODE_FAULT if self.unknown else CONTAINER_FAULT
 
 
 # Exit codes of a container ended by a signal (128 + SIGKILL, 128 + SIGTERM).
@@ -123,6 +133,7 @@ def lost_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
             return Fate(
                 role,
                 f"state of its {role} container {cid[:12]} unknown: cannot ask the Docker daemon ({exc})",
+                unknown=True,
             )
         fate = fate_of(role, attrs, client)
         if fate is not None:

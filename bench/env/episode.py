@@ -60,6 +60,7 @@ from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
 from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
+from bench.run.causes import fault_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
@@ -220,7 +221,9 @@ class Episode:
                     raise
                 loss = str(exc).removeprefix(f"attempt {self.attempt_id}: ")
                 raise SandboxLost(
-                    str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1), loss
+                    str(exc).replace(f"attempt {self.attempt_id}", f"episode {self.id}", 1),
+                    loss,
+                    fault=exc.fault,
                 ) from exc
             calls = outcome.calls
             # no terminal state only after the agent's own load took the database down
@@ -478,7 +481,9 @@ class Episode:
     def _record_error(self, record: AttemptRecord, exc: BaseException, timings: dict[str, float]) -> None:
         partial = getattr(exc, "trajectory", None)
         traj = self._trajectory() or (partial if isinstance(partial, Trajectory) else None)
-        write_system_error(self.host.output, self.task, record, traj, *error_message(exc), timings)
+        write_system_error(
+            self.host.output, self.task, record, traj, *error_message(exc), timings, fault=fault_of(exc)
+        )
 
 
 def _tool_error(rec: ToolCall, calls: list[ProxyCall]) -> ToolErrorKind | None:

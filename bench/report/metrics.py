@@ -456,7 +456,7 @@ def run_metrics(
         superseded_rows=superseded_rows,
         colliding_rows=colliding_rows,
         errors_logged=errors_logged,
-        system_error_causes=count_causes(r.error or "" for r in rows if r.system_error),
+        system_error_causes=count_causes(r.error_cause for r in rows if r.system_error),
         tokens_mean=tokens,
         timings_mean_s=timings,
         per_domain=per_domain,

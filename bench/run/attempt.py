@@ -24,6 +24,7 @@ where the golden end states live (`bench.run.grading`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from traceback import format_exception
 from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer, model_validator
@@ -34,9 +35,10 @@ from bench.llm.config import ModelsConfig
 from bench.prepare import TaskPreparation, initial_state
 from bench.rollout.brief import TaskBrief, task_brief
 from bench.rollout.trajectory import Trajectory
+from bench.run.causes import fault_of
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
-from sandbox import Limits, SandboxRequest, ToolPolicy
+from sandbox import Fault, Limits, SandboxRequest, ToolPolicy
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 
@@ -170,14 +172,28 @@ def attempt_spec(
 
 
 class AttemptFailure(BaseModel):
-    """Why an attempt produced no judgeable state (a system error: never a score)."""
+    """Why an attempt produced no judgeable state (a system error: never a score), as data
+    (it comes back from a Ray node as JSON): the exception's class name and text, and the
+    fault its type said (bench.run.causes.fault_of), which the recorders write down."""
 
     kind: str  # the exception's class name
     message: str
     traceback: str = ""
+    fault: Fault
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
+
+    @classmethod
+    def of(cls, exc: BaseException) -> AttemptFailure:
+        """The failure `exc` is: its class, text, traceback (the last 4000 characters)
+        and fault."""
+        return cls(
+            kind=exc.__class__.__name__,
+            message=str(exc),
+            traceback="".join(format_exception(exc))[-4000:],
+            fault=fault_of(exc),
+        )
 
 
 class AttemptOutcome(BaseModel):

@@ -6,7 +6,7 @@ task), a grading failure may quote expected values or rubric text, a user
 simulator failure may quote the user's private context. Anything that
 crosses to a client (OpenEnv observations and error messages, Session API
 errors, output a client can read) carries only what this module builds:
-the cause (bench.run.causes), the error kind (the exception's class name)
+the cause (the error's fault: bench.run.causes), the error kind (the exception's class name)
 and a reference (the attempt id) to look the full text up by in the
 evaluator's errors.jsonl. Nothing of the message itself passes, because
 no filter can tell a golden value from any other string.
@@ -14,7 +14,7 @@ no filter can tell a golden value from any other string.
 
 from __future__ import annotations
 
-from bench.run.causes import cause_of
+from bench.run.causes import fault_of, legacy_cause
 
 __all__ = ["client_error_text", "error_kind"]
 
@@ -32,13 +32,14 @@ def error_kind(error: BaseException | str) -> str:
 
 def client_error_text(error: BaseException | str, attempt_id: str | None) -> str:
     """`system error (golden replay): GoldenReplayError in attempt A; the full message is in the
-    evaluator's errors.jsonl` for an exception or a recorded "<class>: <text>" message
-    (without an attempt: `...: KeyError; the full message is in the server's log`)."""
+    evaluator's errors.jsonl` for an exception, or for a "<class>: <text>" message an older
+    record kept without its cause (without an attempt: `...: KeyError; the full message is in
+    the server's log`)."""
     kind = error_kind(error)
-    message = f"{kind}: {error}" if isinstance(error, BaseException) else error
+    cause = fault_of(error).cause if isinstance(error, BaseException) else legacy_cause(error)
     where = (
         f" in attempt {attempt_id}; the full message is in the evaluator's errors.jsonl"
         if attempt_id
         else "; the full message is in the server's log"
     )
-    return f"system error ({cause_of(message)}): {kind}{where}"
+    return f"system error ({cause}): {kind}{where}"

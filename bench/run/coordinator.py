@@ -36,15 +36,14 @@ from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
 from bench.rollout.trajectory import Trajectory
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
-from bench.run.causes import cause_of
+from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
 from bench.run.errors import BundleChanged, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
-from bench.run.recording import error_message, write_graded, write_retried_error, write_system_error
+from bench.run.recording import write_graded, write_retried_error, write_system_error
 from bench.run.retries import RetryPolicy
 from judge import AttemptRecord
 from sandbox import DockerProvider, Limits, SandboxProvider, new_id
@@ -371,7 +370,7 @@ class Coordinator:
             self._system_error, task, record, tries=tries, counted=counted or tries
         )
         outcome: AttemptOutcome | None = None
-        failed: tuple[Trajectory | None, str, str]
+        failed: tuple[Trajectory | None, AttemptFailure]
         try:
             t = time.monotonic()
             golden = await self.golden.get(task)
@@ -380,8 +379,7 @@ class Coordinator:
             outcome = await self.executor.execute(spec)
             timings.update(outcome.timings)
             if outcome.system_error is not None:
-                failure = outcome.system_error
-                raise _TryFailed(outcome.trajectory, str(failure), failure.traceback)
+                raise _TryFailed(outcome.trajectory, outcome.system_error)
             t = time.monotonic()
             graded = await grade(
                 self.bench,
@@ -406,7 +404,7 @@ class Coordinator:
             partial = getattr(exc, "trajectory", None)
             traj = outcome.trajectory if outcome is not None else None
             traj = traj or (partial if isinstance(partial, Trajectory) else None)
-            failed = (traj, *error_message(exc))
+            failed = (traj, AttemptFailure.of(exc))
         # Was the daemon away? Then the try says nothing about the task (bench.run.daemon).
         outage = not await self.gate.answers()
         return record_error(*failed, timings, outage=outage), outage
@@ -433,8 +431,7 @@ class Coordinator:
         task: Task,
         record: AttemptRecord,
         traj: Trajectory | None,
-        message: str,
-        trace: str,
+        failure: AttemptFailure,
         timings: dict[str, float],
         *,
         tries: int,
@@ -442,25 +439,31 @@ class Coordinator:
         outage: bool = False,
     ) -> str | None:
         """Write a try's system error; returns its message when it will be retried
-        (not once a stop was asked for: a resume or --retry-errors picks it up).
-        A try the daemon's outage failed is always retried, uncounted: if the daemon
-        stays away, the (task, repeat) gets no row and the resume runs it."""
+        (not once a stop was asked for: a resume or --retry-errors picks it up; never
+        when its fault says a new try would only repeat it). A try the daemon's outage
+        failed is always retried, uncounted: if the daemon stays away, the (task,
+        repeat) gets no row and the resume runs it."""
         policy = self.opts.retries
         key = (task.id, record.repeat)
         earlier = self._tries.get(key, [])
+        message, trace, fault = str(failure), failure.traceback, failure.fault
         again = outage or (policy.again(counted) and not self._stopping)
-        if again and policy.retryable(message):
-            write_retried_error(self.output, task, record, traj, message, trace, timings, tries=tries)
+        if again and fault.retryable:
+            write_retried_error(
+                self.output, task, record, traj, message, trace, timings, fault=fault, tries=tries
+            )
             self._tries[key] = [*earlier, message]
-            self.retried_causes[cause_of(message)] += 1
+            self.retried_causes[fault.cause] += 1
             if self.progress:
                 self.progress(self, task, record.repeat, f"system error, retrying: {message[:200]}")
             return message
         self._tries.pop(key, None)
-        write_system_error(self.output, task, record, traj, message, trace, timings, retried=earlier)
+        write_system_error(
+            self.output, task, record, traj, message, trace, timings, fault=fault, retried=earlier
+        )
         self._counts["done"] += 1
         self._counts["errors"] += 1
-        self.error_causes[cause_of(message)] += 1
+        self.error_causes[fault.cause] += 1
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
         return None
@@ -469,6 +472,6 @@ class Coordinator:
 class _TryFailed(Exception):
     """An outcome's system error, carried to the one place a failed try is written."""
 
-    def __init__(self, traj: Trajectory | None, message: str, trace: str):
-        super().__init__(message)
-        self.failed = (traj, message, trace)
+    def __init__(self, traj: Trajectory | None, failure: AttemptFailure):
+        super().__init__(str(failure))
+        self.failed = (traj, failure)

@@ -34,11 +34,12 @@ attempt ends unless its closer names another error.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.run.lifecycle import LiveAttempt, open_attempt
 from judge import ToolCallView
-from sandbox import ProxyCall, ProxyServer, SandboxGoneError, SandboxProvider
+from sandbox import CONTAINER_FAULT, Fault, ProxyCall, ProxyServer, SandboxGoneError, SandboxProvider
 
 __all__ = ["AttemptClosed", "HeldAttempt", "SandboxLost"]
 
@@ -51,14 +52,19 @@ class SandboxLost(SandboxGoneError):
     """The infrastructure lost a held attempt's sandbox while it was driven (a container
     or its network vanished, a server stopped answering): a system error, never the
     agent's outcome, which a new attempt in a fresh sandbox may cure. `loss`: what was
-    lost, in words (the message adds what noticed it)."""
+    lost, in words (the message adds what noticed it); `fault`: the loss's (a container's,
+    the node's when the daemon could not be asked: `Loss.fault`)."""
 
-    def __init__(self, message: str, loss: str):
-        super().__init__(message)
+    def __init__(self, message: str, loss: str, *, fault: Fault = CONTAINER_FAULT):
+        super().__init__(message, fault=fault)
         self.loss = loss
 
-    def __reduce__(self) -> tuple[type[SandboxLost], tuple[str, str]]:
-        return type(self), (str(self), self.loss)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _sandbox_lost, (str(self), self.loss, self.fault)
+
+
+def _sandbox_lost(message: str, loss: str, fault: Fault) -> SandboxLost:
+    return SandboxLost(message, loss, fault=fault)
 
 
 def _unclean(call: ProxyCall) -> bool:
@@ -182,7 +188,7 @@ class HeldAttempt:
             raise self._lost
         loss = self._proxy.loss(self.live.token)
         if loss is not None and not loss.agent_load:
-            raise self.lose("the sandbox", loss.cause)
+            raise self.lose("the sandbox", loss.cause, loss.fault)
 
     async def check_call(self, tool: str, mark: int, *, sent: bool = True) -> list[ProxyCall]:
         """The proxy's records of one call made since `mark` (`sent`: it went to the proxy;
@@ -196,15 +202,15 @@ class HeldAttempt:
         # A call that lost its server means a loss is coming: give the watch time to tell.
         loss = await live.loss(wait=bool(lost_server))
         if loss is not None and not loss.agent_load:
-            raise self.lose(f"tool call {tool}", loss.cause)
+            raise self.lose(f"tool call {tool}", loss.cause, loss.fault)
         if loss is None and lost_server:
             stopped = f"the sandbox's tool server stopped answering: {lost_server[-1].result[:300]}"
             raise self.lose(f"tool call {tool}", stopped)
         return new
 
-    def lose(self, what: str, loss: str) -> SandboxLost:
+    def lose(self, what: str, loss: str, fault: Fault = CONTAINER_FAULT) -> SandboxLost:
         """The SandboxLost `what` noticed (remembered: the attempt ends as it)."""
-        lost = SandboxLost(f"{what}: {loss}", loss)
+        lost = SandboxLost(f"{what}: {loss}", loss, fault=fault)
         if self._lost is None:
             self._lost = lost
         return lost

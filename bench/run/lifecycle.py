@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -139,7 +138,11 @@ async def _judged_loss(session: SandboxSession, calls: list[ProxyCall]) -> Loss 
     spans: list[tuple[float, float | None]] = [
         (c.started_at.timestamp(), c.started_at.timestamp() + c.latency_ms / 1000) for c in calls
     ]
-    return Loss(f"sandbox gone: {fate.text}", agent_load(fate, spans, DEFAULT_CALL_TIMEOUT, time.time()))
+    return Loss(
+        f"sandbox gone: {fate.text}",
+        agent_load(fate, spans, DEFAULT_CALL_TIMEOUT, time.time()),
+        unknown=fate.unknown,
+    )
 
 
 async def _dump_if_readable(session: SandboxSession, domain: str) -> State | None:
@@ -200,7 +203,9 @@ async def open_attempt(
             loss = await live.loss(wait=True) if lost_server else proxy.loss(reg.token)
             outcome.calls = call_views(await proxy.aunregister(reg.token))
             if loss is not None and not loss.agent_load:  # whatever the body saw, this is the cause
-                raise SandboxGoneError(f"attempt {spec.attempt_id}: {loss.cause}") from failed
+                raise SandboxGoneError(
+                    f"attempt {spec.attempt_id}: {loss.cause}", fault=loss.fault
+                ) from failed
         timings["agent"] = time.monotonic() - t
         t = time.monotonic()
         if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
@@ -259,9 +264,5 @@ async def execute_attempt(
         partial = getattr(exc, "trajectory", None)
         if outcome.trajectory is None and isinstance(partial, Trajectory):
             outcome.trajectory = partial
-        outcome.system_error = AttemptFailure(
-            kind=exc.__class__.__name__,
-            message=str(exc),
-            traceback="".join(traceback.format_exception(exc))[-4000:],
-        )
+        outcome.system_error = AttemptFailure.of(exc)
     return outcome

@@ -29,9 +29,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec
+from bench.run.causes import fault_of
 from bench.run.errors import RunError
 from bench.run.executor import Sandboxes
 from bench.run.ray_node import NAMESPACE, RESOURCE, NodeRunner, actor_name, run_on_node
+from sandbox import OTHER_FAULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -284,10 +286,13 @@ class RayExecutor:
     def _failed(self, spec: AttemptSpec, exc: BaseException) -> AttemptOutcome:
         reason = node_lost_reason(exc)
         if reason is not None:
-            failure = AttemptFailure(kind=NODE_LOST, message=f"node lost: {reason}")
+            # counted `other`, as it always was (a lost node is not its Docker daemon)
+            failure = AttemptFailure(kind=NODE_LOST, message=f"node lost: {reason}", fault=OTHER_FAULT)
         else:
-            cause = getattr(exc, "cause", None) or exc
-            failure = AttemptFailure(kind=type(cause).__name__, message=str(cause)[:2000])
+            cause = getattr(exc, "cause", None) or exc  # Ray's error wraps the node's
+            failure = AttemptFailure(
+                kind=type(cause).__name__, message=str(cause)[:2000], fault=fault_of(cause)
+            )
         return AttemptOutcome.of(spec, system_error=failure)
 
     def live_nodes(self) -> list[str]:

@@ -4,7 +4,9 @@
 A graded attempt: its states, trajectory and AttemptRecord, then its row in
 results.jsonl. A system error: its trajectory and record (when writable),
 a line in errors.jsonl, and a row marked `system_error` (kept out of every
-score). Counting and progress stay with the caller.
+score), both with the error's cause (and the line with whether it was
+retryable) as its type said (bench.run.causes), so a report never reads them
+off the message. Counting and progress stay with the caller.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bench.run.grading import Graded
 from bench.run.output import RunOutput
 from bench.run.results import ResultRow
 from judge import AttemptRecord
+from sandbox import Fault
 
 
 def _timings(timings: dict[str, float]) -> dict[str, float]:
@@ -94,10 +97,14 @@ def write_system_error(
     trace: str,
     timings: dict[str, float],
     *,
+    fault: Fault,
     retried: list[str] | None = None,
 ) -> ResultRow:
-    """Write an attempt that ended in a system error (its last try); returns its row."""
-    _error_line(output, task, record, traj, message, trace, retried=False, tries=len(retried or []) + 1)
+    """Write an attempt that ended in a system error (its last try); returns its row.
+    `fault`: the error's (bench.run.causes.fault_of), written with it as its `cause`."""
+    _error_line(
+        output, task, record, traj, message, trace, fault=fault, retried=False, tries=len(retried or []) + 1
+    )
     row = ResultRow.model_validate(
         {
             "task_id": task.id,
@@ -106,6 +113,7 @@ def write_system_error(
             "passed": False,
             "system_error": True,
             "error": message,
+            "cause": fault.cause,
             "finish_reason": traj.finish_reason if traj else None,
             "timings": _timings(timings),
             "attempt_id": record.attempt_id,
@@ -125,11 +133,14 @@ def write_retried_error(
     trace: str,
     timings: dict[str, float],
     *,
+    fault: Fault,
     tries: int,
 ) -> None:
     """Write a try that ended in a system error and will be tried again: its files
     and a line in errors.jsonl marked `retried`, but no row (the next try writes it)."""
-    _error_line(output, task, record, traj, message, trace, retried=True, tries=tries, timings=timings)
+    _error_line(
+        output, task, record, traj, message, trace, fault=fault, retried=True, tries=tries, timings=timings
+    )
 
 
 def _error_line(
@@ -140,6 +151,7 @@ def _error_line(
     message: str,
     trace: str,
     *,
+    fault: Fault,
     retried: bool,
     tries: int,
     timings: dict[str, float] | None = None,
@@ -153,6 +165,8 @@ def _error_line(
         "repeat": record.repeat,
         "attempt_id": record.attempt_id,
         "error": message,
+        "cause": fault.cause,
+        "retryable": fault.retryable,
         "traceback": trace[-4000:],
         "trajectory": rel,
         "try": tries,

@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.llm.config import Price
+from bench.run.causes import legacy_cause
+from sandbox import Cause
 
 RESULTS_FILE = "results.jsonl"
 ERRORS_FILE = "errors.jsonl"
@@ -69,7 +71,8 @@ class ResultRow(BaseModel):
     rubric_failed), None for a pass or a system error. `usage` is per role;
     `timings` is seconds per phase (e.g. sandbox, agent, judge, teardown).
     `system_error` also accepts the error message (a string), which is then
-    kept as `error`.
+    kept as `error`. `cause` is a system error's cause (sandbox.faults), written
+    with it; rows of older runs lack it (`error_cause` reads their message).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -80,6 +83,7 @@ class ResultRow(BaseModel):
     passed: bool
     system_error: bool = False
     error: str | None = None
+    cause: Cause | None = None  # a system error's (written only on those rows)
     signature: str | None = None
     finish_reason: str | None = None
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
@@ -97,6 +101,12 @@ class ResultRow(BaseModel):
                 if value and data.get("error") is None:
                     data["error"] = value
         return data
+
+    @property
+    def error_cause(self) -> Cause:
+        """The cause of this row's system error: as recorded, or for a row of a run that
+        did not record causes, as its message said (bench.run.causes.legacy_cause)."""
+        return self.cause if self.cause is not None else legacy_cause(self.error or "")
 
     @property
     def valid(self) -> bool:
@@ -123,7 +133,10 @@ class ResultRow(BaseModel):
         return total
 
     def to_json_line(self) -> str:
-        return json.dumps(self.model_dump(mode="json", exclude_none=False), ensure_ascii=False) + "\n"
+        data = self.model_dump(mode="json", exclude_none=False)
+        if data.get("cause") is None:
+            data.pop("cause", None)  # only a system error's row has one
+        return json.dumps(data, ensure_ascii=False) + "\n"
 
 
 def _problems(exc: ValidationError) -> str:

@@ -4,8 +4,9 @@ A system error (a container killed, the daemon restarting, the model endpoint
 out of retries) says nothing about the agent, so the run tries that
 (task, repeat) again in a fresh sandbox, up to `max_retries` more times, with
 exponential waits so a flapping dependency gets time to come back. Errors a
-new try cannot change are written at once: a golden replay that fails, a
-dataset that does not match the spec's hash.
+new try cannot change are written at once: a golden replay that fails, rubrics
+without a judge; the error's class says which (`Fault.retryable`, read by
+bench.run.causes.fault_of), never its name or its words.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from pydantic import BaseModel, Field
 
 from sandbox import backoff_delay, exponential_backoff
 
-__all__ = ["PERMANENT", "RetryPolicy"]
-
-# Exception class names whose system error a new try would only repeat.
-PERMANENT = ("GoldenReplayError", "GoldenNotCached", "RubricsNeedJudge")
+__all__ = ["RetryPolicy"]
 
 
 class RetryPolicy(BaseModel):
@@ -30,10 +28,6 @@ class RetryPolicy(BaseModel):
     def again(self, tries: int) -> bool:
         """After `tries` tries in all, may there be another?"""
         return tries <= self.max_retries
-
-    def retryable(self, message: str) -> bool:
-        kind = message.split(":", 1)[0].strip()
-        return kind not in PERMANENT
 
     def wait(self, tries: int) -> float:
         """Seconds before the try after `tries` failed ones (sandbox.backoff)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.dataset import Benchmark, Task
 from bench.rollout.trajectory import ToolCall, Trajectory
+from bench.run.causes import fault_of
 from bench.run.grading import Graded, limited
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
@@ -154,7 +155,9 @@ class Recorder:
         if session.error is not None or outcome.terminal_state is None or golden is None:
             cause = session.error or RuntimeError("the session ended without a terminal state")
             message = f"{cause.__class__.__name__}: {cause}"
-            write_system_error(self.output, task, record, traj, message, "", outcome.timings)
+            write_system_error(
+                self.output, task, record, traj, message, "", outcome.timings, fault=fault_of(cause)
+            )
             return
         verdict = decide(
             task.id,

@@ -63,7 +63,11 @@ class RegisteredAttempt:
             spans += [
                 (c.started_at.timestamp(), c.started_at.timestamp() + c.latency_ms / 1000) for c in self.calls
             ]
-        self.loss = Loss(cause, agent_load(fate, spans, self.call_timeout, time.time()))
+        self.loss = Loss(
+            cause,
+            agent_load(fate, spans, self.call_timeout, time.time()),
+            unknown=fate is not None and fate.unknown,
+        )
         return self.loss
 
     @contextlib.contextmanager

@@ -140,7 +140,8 @@ def refuse_if_gone(attempt: RegisteredAttempt) -> None:
     """Nothing is relayed for an attempt whose sandbox is lost (the watch saw it go)."""
     lost = attempt.lost()
     if lost is not None:
-        raise SandboxGoneError(lost)
+        assert attempt.loss is not None
+        raise SandboxGoneError(lost, fault=attempt.loss.fault)
 
 
 async def forward_call(

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sandbox.container_fate import Fate
+from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, Fault
 
 __all__ = ["START_SLACK", "Loss", "agent_load", "limit_refusal"]
 
@@ -28,10 +29,17 @@ START_SLACK = 1.0  # seconds: a call that started this soon after the end still 
 @dataclass(frozen=True)
 class Loss:
     """Why an attempt's sandbox is lost (`cause`, in words) and whether the attempt's
-    own calls caused it (`agent_load`: a limit of its own container hit by its load)."""
+    own calls caused it (`agent_load`: a limit of its own container hit by its load).
+    `unknown`: the daemon could not be asked about the set (the node's failure)."""
 
     cause: str
     agent_load: bool = False
+    unknown: bool = False
+
+    @property
+    def fault(self) -> Fault:
+        """The system error's fault when the loss is the infrastructure's (sandbox.faults)."""
+        return NODE_FAULT if self.unknown else CONTAINER_FAULT
 
 
 def agent_load(

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.errors import SandboxError
+from sandbox.faults import CONTAINER_FAULT, Fault
 
 Outcome = Literal["ok", "tool_error", "refused", "timeout", "upstream_error", "protocol_error"]
 
@@ -20,7 +21,16 @@ class ProxyError(SandboxError):
 
 class SandboxGoneError(ProxyError):
     """The attempt's sandbox vanished or was replaced while registered: a system error
-    (the infrastructure's fault), which a new try in a fresh sandbox may cure."""
+    (the infrastructure's fault), which a new try in a fresh sandbox may cure. Its fault
+    is a container's; `fault=` says otherwise for one instance (the loss's own: a set
+    whose daemon could not be asked was lost by the node, `Loss.fault`)."""
+
+    fault = CONTAINER_FAULT
+
+    def __init__(self, *args: object, fault: Fault | None = None):
+        super().__init__(*args)
+        if fault is not None:
+            self.fault = fault  # kept when pickled (the instance's __dict__)
 
 
 class ResourceLimitHit(ProxyError):

@@ -106,7 +106,8 @@ def check_alive(containers: Mapping[str, str], network: str | None) -> None:
     given, they are all still attached to `network`."""
     lost = _cause(containers, network, _summaries(list(containers.values())))
     if lost is not None:
-        raise SandboxGoneError(lost[0])
+        cause, fate = lost
+        raise SandboxGoneError(cause, fault=None if fate is None else fate.fault)
 
 
 class _Seen:
@@ -296,10 +297,11 @@ class SandboxWatch:
             self._lost(loss.key, f"sandbox gone: {fate.text}" if fate else loss.cause, fate)
 
     def _all_lost(self, cause: str) -> None:
+        """The daemon cannot be asked: every watched set is lost, its state unknown."""
         with self._lock:
             keys = list(self._watched)
         for key in keys:
-            self._lost(key, cause)
+            self._lost(key, cause, Fate("", cause, unknown=True))  # no container in particular
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind, action = event.get("Type"), event.get("Action", "")

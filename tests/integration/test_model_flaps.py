@@ -25,7 +25,6 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bench.run.causes import cause_of
 from bench.run.results import read_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -120,7 +119,7 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     # sandbox start may make a try a container error instead: counted under that cause.)
     down_tries = [(e["try"], e["retried"]) for e in errors if e["repeat"] == DOWN_REPEAT]
     assert down_tries == [(n, True) for n in range(1, RUN_RETRIES + 1)] + [(RUN_RETRIES + 1, False)]
-    endpoint = [e for e in errors if cause_of(str(e["error"])) == "model endpoint"]
+    endpoint = [e for e in errors if e["cause"] == "model endpoint"]
     assert endpoint and all(e["repeat"] == DOWN_REPEAT for e in endpoint)
     assert "1 system errors (model endpoint 1), " in proc.stderr, proc.stderr
     retried = len([e for e in endpoint if e["retried"]])

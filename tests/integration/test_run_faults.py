@@ -20,7 +20,6 @@ import docker
 import pytest
 
 from bench.dataset import Benchmark, load_benchmark
-from bench.run.causes import cause_of
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
@@ -129,11 +128,11 @@ def test_a_killed_container_is_a_named_system_error_retried_and_the_run_goes_on(
     assert extra["retries"] == 1 and len(extra["retried_errors"]) == 1
     reason = extra["retried_errors"][0]
     assert f"its {role} container {victim} (" in reason and said in reason, reason
-    assert cause_of(reason) == "container"
     assert (next(r for r in rows if r.repeat == 1).model_extra or {})["retries"] == 0
 
     [line] = _errors(tmp_path / "run")
     assert line["retried"] is True and line["error"] == reason and line["try"] == 1
+    assert line["cause"] == "container" and line["retryable"] is True
     assert coordinator.counts["passed"] == 2 and coordinator.counts["retried"] == 1
     assert dict(coordinator.retried_causes) == {"container": 1} and not coordinator.error_causes
 
@@ -149,6 +148,7 @@ def test_retries_are_bounded_then_the_row_is_a_system_error(
     [row] = read_rows(tmp_path / "run" / "results.jsonl")
     assert row.system_error and not row.passed
     assert row.error is not None and f"its postgres container {provider.victims[1]} (" in row.error
+    assert row.cause == "container"
     assert (row.model_extra or {})["retries"] == 1
     lines = _errors(tmp_path / "run")
     assert [(e["try"], e["retried"]) for e in lines] == [(1, True), (2, False)]

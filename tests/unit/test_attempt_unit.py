@@ -28,9 +28,10 @@ from bench.llm.config import parse_models_config
 from bench.prepare import TaskPreparation
 from bench.replay.local import fresh_schema, reset_rows
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
+from bench.run.causes import fault_of
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.daemon import DaemonGone
-from bench.run.golden import GoldenStore
+from bench.run.golden import GoldenReplayError, GoldenStore
 from bench.run.grading import grade
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
@@ -438,8 +439,8 @@ def test_no_retries_when_the_policy_says_none(
 
 def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
     policy = RetryPolicy(max_retries=3)
-    assert not policy.retryable("GoldenReplayError: golden replay of t failed: call 0 ...")
-    assert policy.retryable("ContainerStartError: server-retail container exited during start")
+    assert not fault_of(GoldenReplayError("golden replay of t failed: call 0 ...")).retryable
+    assert fault_of(ContainerStartError("server-retail container exited during start")).retryable
     assert [policy.wait(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0] and policy.wait(10) == 30.0
     assert policy.again(3) and not policy.again(4)
 
