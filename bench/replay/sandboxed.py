@@ -20,7 +20,16 @@ from bench.dataset import Benchmark, Task
 from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import CallRecord, replay_calls
 from judge.canonical import State, dump_dsn
-from sandbox import DockerProvider, Limits, SandboxProvider, SandboxRequest, open_sandbox
+from sandbox import (
+    DockerProvider,
+    Limits,
+    SandboxGoneError,
+    SandboxProvider,
+    SandboxRequest,
+    SandboxSession,
+    open_sandbox,
+)
+from sandbox.checkout import LOSS_GRACE, LOSS_POLL, lost_fate_of
 
 __all__ = ["ReplayOutcome", "replay_in_sandbox", "replay_task"]
 
@@ -50,8 +59,16 @@ async def replay_in_sandbox(
         initial = await asyncio.to_thread(dump_dsn, admin_dsn, domain)
         timings["initial_dump"] = time.monotonic() - t
         t = time.monotonic()
-        records = await replay_calls(session.servers[domain], calls, dict(session.server_headers))
+        try:
+            records = await replay_calls(session.servers[domain], calls, dict(session.server_headers))
+        except Exception as exc:
+            await _raise_if_lost(session, label, exc)
+            raise
         timings["replay"] = time.monotonic() - t
+        if any(r.is_error or r.error_envelope for r in records):
+            # A server answers a call whose database died with an error reply: the set's
+            # loss then, not the calls' (a golden replay is played again elsewhere).
+            await _raise_if_lost(session, label)
         t = time.monotonic()
         final = await asyncio.to_thread(dump_dsn, admin_dsn, domain)
         timings["final_dump"] = time.monotonic() - t
@@ -59,6 +76,20 @@ async def replay_in_sandbox(
     return ReplayOutcome(
         task_id=label, initial_state=initial, final_state=final, calls=records, timings=timings
     )
+
+
+async def _raise_if_lost(session: SandboxSession, label: str, exc: Exception | None = None) -> None:
+    """SandboxGoneError naming a container of `session` found dead, asked until the daemon
+    has had LOSS_GRACE seconds to record an exit (a call breaks as its server or database
+    dies, before the daemon has recorded it)."""
+    deadline = time.monotonic() + LOSS_GRACE
+    while True:
+        lost = await lost_fate_of(session)
+        if lost is not None:
+            raise SandboxGoneError(f"{label}: sandbox gone: {lost.text}") from exc
+        if time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(LOSS_POLL)
 
 
 async def replay_task(

@@ -20,7 +20,10 @@ bench.session_api.golden fills it with `GoldenStore.load`/`save`).
 
 A golden call that returns a tool error (the in-band error envelope or an MCP
 error) fails the task's preparation with `GoldenReplayError` (the reference
-only logs it).
+only logs it), unless a container of the replay's set was dead by then: that
+is the set's loss (`SandboxGoneError`, bench.replay.sandboxed), and a replay
+whose set is lost is played again in a new one, up to REPLAY_TRIES sets, so a
+container killed under a golden replay costs no attempt a try.
 """
 
 from __future__ import annotations
@@ -46,14 +49,16 @@ from judge import canonical
 from judge.canonical import state_hash
 from judge.record_files import atomic_write
 from judge.records import GoldenState, ToolCallView
-from sandbox import DockerProvider, Fault, SandboxProvider, SandboxRequest
+from sandbox import DockerProvider, Fault, SandboxGoneError, SandboxProvider, SandboxRequest
 from sandbox.cache import cache_dir
+from sandbox.errors import ContainerLostError
 
 log = logging.getLogger(__name__)
 
 CACHE_ENV = "TBX_GOLDEN_CACHE"
 CACHE_VERSION = 1  # the task key space's
 SESSION_KEY_VERSION = "session-api-1"  # the Session API key space's (never equal to a task's)
+REPLAY_TRIES = 3  # sets one golden replay may lose (killed under it) before its error stands
 
 
 class GoldenReplayError(RuntimeError):
@@ -323,11 +328,27 @@ class GoldenStore:
         if golden is None:
             if compute is None:
                 return None
-            self.replays += 1
-            golden = await compute()
+            golden = await self._replay(compute)
             await asyncio.to_thread(self.save, golden)
         self._memory[key] = golden
         return golden
+
+    async def _replay(self, compute: Callable[[], Awaitable[GoldenState]]) -> GoldenState:
+        """`compute`, again in a new set while the replay's set is lost under it (a container
+        killed, the daemon restarting): nothing of a replay outlives its set, so another
+        costs nothing but its time, and no attempt loses a try to it (issue 38). A failed
+        golden call with the set intact stays the task's GoldenReplayError."""
+        for n in range(1, REPLAY_TRIES + 1):
+            self.replays += 1
+            try:
+                return await compute()
+            except (SandboxGoneError, ContainerLostError) as exc:
+                if n == REPLAY_TRIES:
+                    raise
+                log.warning(
+                    "%s; that sandbox is lost, replaying in another (%d of %d)", exc, n + 1, REPLAY_TRIES
+                )
+        raise AssertionError("unreachable")
 
     def _provider(self) -> SandboxProvider:
         if self.provider is None:
