@@ -30,7 +30,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, SandboxGoneError
+from sandbox.proxy.models import (
+    ProxyCall,
+    ProxyError,
+    RegisterRequest,
+    Registration,
+    SandboxGoneError,
+    UpstreamUnreachable,
+)
 
 if TYPE_CHECKING:
     from sandbox.proxy.registry import AttemptRegistry
@@ -61,9 +68,7 @@ def build_admin_app(registry: AttemptRegistry, admin_token: str) -> Starlette:
         except SandboxGoneError as exc:
             return _error(409, str(exc))
         except ProxyError as exc:
-            return _error(
-                502 if "cannot reach" in str(exc) or "did not answer" in str(exc) else 400, str(exc)
-            )
+            return _error(502 if isinstance(exc, UpstreamUnreachable) else 400, str(exc))
         return JSONResponse(reg.model_dump(mode="json"), status_code=201)
 
     async def calls(request: Request) -> Response:

@@ -33,6 +33,11 @@ class SandboxGoneError(ProxyError):
             self.fault = fault  # kept when pickled (the instance's __dict__)
 
 
+class UpstreamUnreachable(ProxyError):
+    """An attempt's tool server could not be reached or did not answer at registration
+    (the admin API answers it 502, a bad request 400: by type, not by its words)."""
+
+
 class ResourceLimitHit(ProxyError):
     """The attempt's own calls drove its sandbox over a limit (sandbox.proxy.loss), and
     what drove the attempt failed on it: the agent's outcome, graded a failure

@@ -36,7 +36,15 @@ from sandbox.proxy.calls import leaf
 from sandbox.proxy.clients import list_all_tools, tool_json, upstream_client
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
 from sandbox.proxy.loss import Loss
-from sandbox.proxy.models import ProxyCall, ProxyError, RegisterRequest, Registration, ToolPolicy, Upstream
+from sandbox.proxy.models import (
+    ProxyCall,
+    ProxyError,
+    RegisterRequest,
+    Registration,
+    ToolPolicy,
+    Upstream,
+    UpstreamUnreachable,
+)
 from sandbox.proxy.routes import RESERVED_PREFIX, ToolCaller, build_routes
 from sandbox.proxy.watch import SandboxWatch, check_alive
 
@@ -217,7 +225,7 @@ class AttemptRegistry:
                         ready.set_result(None)
                         await self._serve_connects(attempt, stack, connects)
             if scope.cancelled_caught and failure is None and not ready.done():
-                failure = ProxyError(
+                failure = UpstreamUnreachable(
                     f"attempt {attempt.attempt_id}: upstream servers did not answer within "
                     f"{self.connect_timeout:.0f}s ({', '.join(u.url for u in upstreams.values())})"
                 )
@@ -257,7 +265,9 @@ class AttemptRegistry:
                     log.warning(
                         "attempt %s: connecting to %s failed: %r", attempt.attempt_id, up.url, leaf(exc)
                     )
-                    lazy.connected(ProxyError(f"cannot reach the tool server at {up.url}: {leaf(exc)!r}"))
+                    lazy.connected(
+                        UpstreamUnreachable(f"cannot reach the tool server at {up.url}: {leaf(exc)!r}")
+                    )
                 else:
                     lazy.connected(client)
         finally:
@@ -285,7 +295,7 @@ class AttemptRegistry:
                 )
                 tools = await list_all_tools(client)
             except Exception as exc:
-                raise ProxyError(
+                raise UpstreamUnreachable(
                     f"attempt {attempt.attempt_id}: cannot reach the {domain} server at {upstream.url}: "
                     f"{leaf(exc)!r}"
                 ) from exc

@@ -38,6 +38,7 @@ from sandbox.errors import (
     SeedError,
 )
 from sandbox.proxy.loss import Loss
+from sandbox.proxy.models import UpstreamUnreachable
 from sandbox.proxy.watch import DaemonUnreachable
 
 # Every system error class, made with a message of the caller's choosing, and the
@@ -62,6 +63,7 @@ ERRORS: list[tuple[Callable[[str], BaseException], str, bool]] = [
     (GoldenNotCached, "golden replay", False),
     (lambda m: RubricsNeedJudge(2), "other", False),
     (SandboxError, "other", True),
+    (UpstreamUnreachable, "other", True),  # as ProxyError was; the admin API answers it 502
     # libraries' (and judge's) errors, mapped by type in one place
     (JudgeUnavailable, "judge", True),
     (JudgeReplyError, "judge", True),
