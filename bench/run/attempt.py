@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from traceback import format_exception
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serializer, model_validator
 
@@ -171,6 +171,12 @@ def attempt_spec(
     )
 
 
+# Where a try stood when it failed (errors.jsonl's `phase`): its task's golden replay,
+# the checkout of its sandbox (a boot, a warm spare, the initial state, the proxy's
+# registration), the agent's conversation, the terminal dump, the grading.
+TryPhase = Literal["golden", "checkout", "agent", "terminal_dump", "grading"]
+
+
 class AttemptFailure(BaseModel):
     """Why an attempt produced no judgeable state (a system error: never a score), as data
     (it comes back from a Ray node as JSON): the exception's class name and text, and the
@@ -216,6 +222,8 @@ class AttemptOutcome(BaseModel):
     # `terminal_state` is None when the state could not be read after it.
     resource_limit: str | None = None
     node: str | None = None  # the cluster node it ran on (`tbx run --ray`), else None
+    # How far the attempt got (bench.run.lifecycle): where a system error struck (None: not told).
+    phase: TryPhase | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -36,7 +36,7 @@ from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
 from bench.rollout.trajectory import Trajectory
-from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, attempt_spec
+from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, TryPhase, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
 from bench.run.errors import BundleChanged, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
@@ -371,15 +371,19 @@ class Coordinator:
         )
         outcome: AttemptOutcome | None = None
         failed: tuple[Trajectory | None, AttemptFailure]
+        phase: TryPhase | None = "golden"  # where the try stands: errors.jsonl's `phase` if it fails
         try:
             t = time.monotonic()
             golden = await self.golden.get(task)
             timings["golden"] = time.monotonic() - t
+            phase = "checkout"
             spec = await asyncio.to_thread(self.spec_for, task, repeat, attempt_id)
             outcome = await self.executor.execute(spec)
             timings.update(outcome.timings)
+            phase = outcome.phase
             if outcome.system_error is not None:
                 raise _TryFailed(outcome.trajectory, outcome.system_error)
+            phase = "grading"
             t = time.monotonic()
             graded = await grade(
                 self.bench,
@@ -407,7 +411,7 @@ class Coordinator:
             failed = (traj, AttemptFailure.of(exc))
         # Was the daemon away? Then the try says nothing about the task (bench.run.daemon).
         outage = not await self.gate.answers()
-        return record_error(*failed, timings, outage=outage), outage
+        return record_error(*failed, timings, outage=outage, phase=phase), outage
 
     # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
@@ -437,6 +441,7 @@ class Coordinator:
         tries: int,
         counted: int,
         outage: bool = False,
+        phase: TryPhase | None = None,
     ) -> str | None:
         """Write a try's system error; returns its message when it will be retried
         (not once a stop was asked for: a resume or --retry-errors picks it up; never
@@ -450,7 +455,16 @@ class Coordinator:
         again = outage or (policy.again(counted) and not self._stopping)
         if again and fault.retryable:
             write_retried_error(
-                self.output, task, record, traj, message, trace, timings, fault=fault, tries=tries
+                self.output,
+                task,
+                record,
+                traj,
+                message,
+                trace,
+                timings,
+                fault=fault,
+                tries=tries,
+                phase=phase,
             )
             self._tries[key] = [*earlier, message]
             self.retried_causes[fault.cause] += 1
@@ -459,7 +473,16 @@ class Coordinator:
             return message
         self._tries.pop(key, None)
         write_system_error(
-            self.output, task, record, traj, message, trace, timings, fault=fault, retried=earlier
+            self.output,
+            task,
+            record,
+            traj,
+            message,
+            trace,
+            timings,
+            fault=fault,
+            retried=earlier,
+            phase=phase,
         )
         self._counts["done"] += 1
         self._counts["errors"] += 1

@@ -182,6 +182,7 @@ async def open_attempt(
     outcome = outcome if outcome is not None else AttemptOutcome.of(spec)
     timings = outcome.timings
     request = spec.sandbox_request()
+    outcome.phase = "checkout"
     async with open_sandbox(
         provider, request, label=f"attempt {spec.attempt_id}", timings=timings
     ) as session:
@@ -190,6 +191,7 @@ async def open_attempt(
         timings["initial_dump"] = time.monotonic() - t
         reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
         live = LiveAttempt(spec, outcome, session, proxy, reg)
+        outcome.phase = "agent"  # a loss from here on (also one found as the body ends) is the try's
         t = time.monotonic()
         failed: Exception | None = None
         try:
@@ -209,6 +211,7 @@ async def open_attempt(
         timings["agent"] = time.monotonic() - t
         t = time.monotonic()
         if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
+            outcome.phase = "terminal_dump"
             outcome.resource_limit = loss.cause
             outcome.terminal_state = await _dump_if_readable(session, spec.domain)
             timings["final_dump"] = time.monotonic() - t
@@ -217,6 +220,7 @@ async def open_attempt(
         else:
             if failed is not None:
                 raise failed
+            outcome.phase = "terminal_dump"
             outcome.terminal_state = await _dump(session, spec.domain)
             timings["final_dump"] = time.monotonic() - t
 

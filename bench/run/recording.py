@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from bench.dataset import Task
 from bench.rollout.trajectory import Trajectory
-from bench.run.attempt import AttemptOutcome
+from bench.run.attempt import AttemptOutcome, TryPhase
 from bench.run.grading import Graded
 from bench.run.output import RunOutput
 from bench.run.results import ResultRow
@@ -99,11 +99,22 @@ def write_system_error(
     *,
     fault: Fault,
     retried: list[str] | None = None,
+    phase: TryPhase | None = None,
 ) -> ResultRow:
     """Write an attempt that ended in a system error (its last try); returns its row.
-    `fault`: the error's (bench.run.causes.fault_of), written with it as its `cause`."""
+    `fault`: the error's (bench.run.causes.fault_of), written with it as its `cause`;
+    `phase`: where the try failed (errors.jsonl's `phase`), when known."""
     _error_line(
-        output, task, record, traj, message, trace, fault=fault, retried=False, tries=len(retried or []) + 1
+        output,
+        task,
+        record,
+        traj,
+        message,
+        trace,
+        fault=fault,
+        retried=False,
+        tries=len(retried or []) + 1,
+        phase=phase,
     )
     row = ResultRow.model_validate(
         {
@@ -135,11 +146,22 @@ def write_retried_error(
     *,
     fault: Fault,
     tries: int,
+    phase: TryPhase | None = None,
 ) -> None:
     """Write a try that ended in a system error and will be tried again: its files
     and a line in errors.jsonl marked `retried`, but no row (the next try writes it)."""
     _error_line(
-        output, task, record, traj, message, trace, fault=fault, retried=True, tries=tries, timings=timings
+        output,
+        task,
+        record,
+        traj,
+        message,
+        trace,
+        fault=fault,
+        retried=True,
+        tries=tries,
+        timings=timings,
+        phase=phase,
     )
 
 
@@ -155,6 +177,7 @@ def _error_line(
     retried: bool,
     tries: int,
     timings: dict[str, float] | None = None,
+    phase: TryPhase | None = None,
 ) -> None:
     rel = output.write_trajectory(record.attempt_id, traj)
     record.system_error = message
@@ -173,6 +196,8 @@ def _error_line(
         "retried": retried,
         "at": datetime.now(UTC).isoformat(),
     }
+    if phase is not None:
+        error["phase"] = phase
     if timings:
         error["timings"] = _timings(timings)
     output.append(output.errors, json.dumps(error))
