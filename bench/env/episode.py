@@ -66,8 +66,7 @@ from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
-from sandbox import ProxyCall, SandboxGoneError, proxy_client
-from sandbox.labels import new_id
+from sandbox import ProxyCall, SandboxGoneError, new_id, proxy_client
 from sandbox.proxy.models import ResourceLimitHit
 
 
