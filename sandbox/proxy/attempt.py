@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from sandbox.container_fate import Fate
@@ -39,6 +40,8 @@ class RegisteredAttempt:
     loss: Loss | None = None  # why its sandbox counts as lost (then nothing is relayed)
     # calls sent and not answered yet: key -> when they started (epoch seconds)
     in_flight: dict[int, float] = field(default_factory=dict)
+    # their cancel scopes, each with the loop its call runs on (`sending`)
+    _cuts: dict[int, tuple[asyncio.AbstractEventLoop, anyio.CancelScope]] = field(default_factory=dict)
     _keys: Iterator[int] = field(default_factory=itertools.count)
 
     @property
@@ -68,19 +71,33 @@ class RegisteredAttempt:
             agent_load(fate, spans, self.call_timeout, time.time()),
             unknown=fate is not None and fate.unknown,
         )
+        if self.lost() is not None:
+            with self.lock:
+                cuts = list(self._cuts.values())
+            for loop, scope in cuts:
+                with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                    loop.call_soon_threadsafe(scope.cancel)
         return self.loss
 
     @contextlib.contextmanager
-    def sending(self) -> Iterator[None]:
-        """While a call is out at its server (its load is this attempt's)."""
+    def sending(self) -> Iterator[anyio.CancelScope]:
+        """While a call is out at its server (its load is this attempt's). The scope it
+        gives is cancelled once the infrastructure loses the sandbox (`lost`): a killed
+        server's network goes with it, so its calls in flight get no answer at all and
+        would wait out the call bound (60 s) for nothing."""
         key = next(self._keys)
-        with self.lock:
-            self.in_flight[key] = time.time()
-        try:
-            yield
-        finally:
+        with anyio.CancelScope() as scope:
             with self.lock:
-                self.in_flight.pop(key, None)
+                self.in_flight[key] = time.time()
+                self._cuts[key] = (asyncio.get_running_loop(), scope)
+            if self.lost() is not None:  # lost as it was sent
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                with self.lock:
+                    self.in_flight.pop(key, None)
+                    self._cuts.pop(key, None)
 
     def snapshot(self) -> list[ProxyCall]:
         with self.lock:

@@ -54,6 +54,12 @@ def unreachable_result(name: str, exc: BaseException) -> types.CallToolResult:
     return error_result(f"Tool call '{name}' failed: the tool server did not answer ({exc!r})")
 
 
+def lost_result(attempt: RegisteredAttempt, name: str) -> types.CallToolResult:
+    """A call in flight when the infrastructure lost the attempt's sandbox (its server
+    killed: no answer will come)."""
+    return error_result(f"Tool call '{name}' failed: {attempt.lost() or 'the sandbox was lost'}")
+
+
 def abandoned_result(name: str) -> types.CallToolResult:
     return error_result(
         f"Tool call '{name}' was abandoned by its caller before the tool server answered; "
@@ -156,9 +162,12 @@ async def forward_call(
     t0 = time.perf_counter()
     outcome: Outcome
     try:
-        with attempt.sending(), anyio.fail_after(attempt.call_timeout):
+        with attempt.sending() as cut, anyio.fail_after(attempt.call_timeout):
             result = capped_result(await route.client.call_tool(name, arguments))
-        outcome = "tool_error" if result.is_error else "ok"
+        if cut.cancelled_caught:
+            result, outcome = lost_result(attempt, name), "upstream_error"
+        else:
+            outcome = "tool_error" if result.is_error else "ok"
     except TimeoutError:
         result = timeout_result(name, attempt.call_timeout)
         outcome = "timeout"
@@ -204,7 +213,7 @@ async def post_recorded(
     t0 = time.perf_counter()
     outcome: Outcome
     try:
-        with attempt.sending(), anyio.fail_after(attempt.call_timeout):
+        with attempt.sending() as cut, anyio.fail_after(attempt.call_timeout):
             status, reply_headers, raw = await pool.post(body, headers)
     except TimeoutError:
         result, outcome = timeout_result(name, attempt.call_timeout), "timeout"
@@ -215,6 +224,10 @@ async def post_recorded(
         _record_abandoned(attempt, route, name, arguments, started, t0)
         raise
     else:
+        if cut.cancelled_caught:  # the sandbox was lost under it
+            result, outcome = lost_result(attempt, name), "upstream_error"
+            attempt.record_call(name, arguments, text_of(result), True, outcome, route.domain, started, t0)
+            return CallReply.made(request_id, result)
         content_type = reply_headers.get("content-type", "application/json")
         message = relay.reply_message(raw, content_type)
         if len(raw) > MAX_REPLY_BYTES:  # relayed and recorded cut, saying so (sandbox.proxy.caps)

@@ -5,6 +5,9 @@ call near it) is the infrastructure's, a system error."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,14 +48,46 @@ def test_without_an_end_time_the_moment_of_the_report_counts() -> None:
 
 
 def test_the_registered_attempt_judges_a_loss_by_its_calls_in_flight() -> None:
-    attempt = RegisteredAttempt("a1", "digest", 60.0)
-    with attempt.sending():
-        loss = attempt.lose("sandbox gone: its server-zendesk container was OOM-killed", own_limit(None))
-    assert loss == Loss("sandbox gone: its server-zendesk container was OOM-killed", agent_load=True)
-    assert attempt.lost() is None and attempt.gone is not None
-    idle = RegisteredAttempt("a2", "digest", 60.0)
-    assert not idle.lose("sandbox gone: ...", own_limit(None)).agent_load
-    assert idle.lost() == "sandbox gone: ...; the attempt cannot go on"  # answered 503
+    async def judged() -> None:
+        attempt = RegisteredAttempt("a1", "digest", 60.0)
+        with attempt.sending() as cut:
+            loss = attempt.lose("sandbox gone: its server-zendesk container was OOM-killed", own_limit(None))
+            await asyncio.sleep(0)
+        assert not cut.cancel_called  # its own load: the call ends as it ends, then the refusals
+        assert loss == Loss("sandbox gone: its server-zendesk container was OOM-killed", agent_load=True)
+        assert attempt.lost() is None and attempt.gone is not None
+        idle = RegisteredAttempt("a2", "digest", 60.0)
+        assert not idle.lose("sandbox gone: ...", own_limit(None)).agent_load
+        assert idle.lost() == "sandbox gone: ...; the attempt cannot go on"  # answered 503
+
+    asyncio.run(judged())
+
+
+def test_a_loss_of_the_infrastructures_cuts_the_calls_in_flight() -> None:
+    """A killed server's network goes with it: a call in flight would get no answer before
+    the call bound. The loss cuts it, from the watch's thread as from the call's loop."""
+
+    async def cut_off() -> tuple[bool, float]:
+        attempt = RegisteredAttempt("a1", "digest", 60.0)
+        loop = asyncio.get_running_loop()
+        killed = Fate("server-retail", "its server-retail container exited with code 137", outside=True)
+        loop.call_later(0.05, lambda: threading.Thread(target=attempt.lose, args=("gone", killed)).start())
+        t = time.monotonic()
+        with attempt.sending() as cut:
+            await asyncio.sleep(30)  # no answer is coming
+        return cut.cancelled_caught and not attempt.in_flight, time.monotonic() - t
+
+    caught, took = asyncio.run(cut_off())
+    assert caught and took < 5
+
+    async def after() -> bool:  # a call sent once the loss is known is cut at once
+        attempt = RegisteredAttempt("a2", "digest", 60.0)
+        attempt.lose("gone", None)
+        with attempt.sending() as cut:
+            await asyncio.sleep(30)
+        return cut.cancelled_caught
+
+    assert asyncio.run(after())
 
 
 def test_the_kernel_line_tells_the_containers_own_limit_from_the_hosts(tmp_path: Path) -> None:
