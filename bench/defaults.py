@@ -7,11 +7,10 @@ Imports nothing heavy: the CLI reads it while it builds its parser (`tbx --help`
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 from pydantic import Field
 
 from sandbox import SandboxTimeouts
+from servers.toolsets.knowledge.collection import DEFAULT_SEARCH, SEARCH_MODES, SearchMode
 
 
 class Timeouts(SandboxTimeouts):
@@ -28,7 +27,7 @@ START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve 
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer
 
 # What the policy-search tool runs: vector + keyword hybrid (indexed with embeddings),
-# or the keyword-only fallback (no vectors). The collection modes of servers.knowledge.
-PolicySearch = Literal["hybrid", "keyword"]
-POLICY_SEARCHES: tuple[PolicySearch, ...] = get_args(PolicySearch)
-POLICY_SEARCH: PolicySearch = "hybrid"
+# or the keyword-only fallback (no vectors): the knowledge toolset's search modes.
+PolicySearch = SearchMode
+POLICY_SEARCHES = SEARCH_MODES
+POLICY_SEARCH = DEFAULT_SEARCH

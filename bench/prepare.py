@@ -21,9 +21,9 @@ from judge.canonical import State, dump_canonical
 from sandbox import SandboxRequest, SeedError
 from sandbox.preparer import TypesenseEndpoint
 from sandbox.tls import client_ssl_context
-from servers import knowledge
 from servers.engine.seeding import DataPatchError, initial_rows, load_state
 from servers.registry import load_domain
+from servers.toolsets import knowledge
 
 Rows = dict[str, list[dict[str, Any]]]
 

@@ -2,7 +2,7 @@
 
 1. Starts the tbx Typesense image (hardened like a sandbox's), indexes every
    domain's policy documents twice: keyword only, and with their embeddings
-   (host cache, ``servers.knowledge.document_vectors``).
+   (host cache, ``servers.toolsets.knowledge.document_vectors``).
 2. Latency: runs every labelled query of tests/data/policy_queries.yaml through
    ``search_policy`` in this process, keyword and hybrid (hybrid = embed the
    query + one multi-search), and prints p50/p95, plus the query embedding alone.
@@ -44,8 +44,8 @@ from policy_quality import load_queries, scenario_sources  # noqa: E402
 
 from bench.dataset import load_benchmark  # noqa: E402
 from sandbox.images import require_image  # noqa: E402
-from servers import knowledge  # noqa: E402
-from servers.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts  # noqa: E402
+from servers.toolsets import knowledge  # noqa: E402
+from servers.toolsets.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts  # noqa: E402
 
 RUN_LABEL = "bench-policy-search"
 API_KEY = "bench-" + os.urandom(6).hex()
@@ -67,7 +67,7 @@ def mem():
     return out
 t0 = time.perf_counter()
 import servers.__main__  # the tool server's own imports
-from servers.knowledge import PolicySearch
+from servers.toolsets.knowledge import PolicySearch
 from servers.registry import load_domain
 load_domain(sys.argv[1])
 search = PolicySearch.from_env()

@@ -55,8 +55,8 @@ import uvicorn  # noqa: E402  (after the package registration above)
 
 from servers.engine.app import UPSTREAM_SECRET_ENV, DomainRuntime, build_app  # noqa: E402
 from servers.engine.serving import SecondTickServer  # noqa: E402
-from servers.knowledge import PolicySearch  # noqa: E402
 from servers.registry import load_domain  # noqa: E402
+from servers.toolsets.knowledge import PolicySearch  # noqa: E402
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Where each domain's server definition lives: every package `servers.<name>`
+"""Where each domain's server definition lives: every package `servers.domains.<name>`
 with a `domain` module is a domain, and its `Domain` object is the one source
 of its names (short name, benchmark server name, export module).
 
@@ -24,21 +24,21 @@ class UnknownDomainError(KeyError):
 @functools.cache
 def domain_names() -> tuple[str, ...]:
     """The short names of every domain package, in a stable (sorted) order."""
-    import servers
+    from servers import domains
 
     def has_domain_module(pkg: pkgutil.ModuleInfo) -> bool:
         where = os.path.join(str(getattr(pkg.module_finder, "path", "")), pkg.name)
         return any(m.name == "domain" for m in pkgutil.iter_modules([where]))
 
     return tuple(
-        sorted(m.name for m in pkgutil.iter_modules(servers.__path__) if m.ispkg and has_domain_module(m))
+        sorted(m.name for m in pkgutil.iter_modules(domains.__path__) if m.ispkg and has_domain_module(m))
     )
 
 
 def _import(name: str) -> Domain:
-    domain: Domain = importlib.import_module(f"servers.{name}.domain").DOMAIN
+    domain: Domain = importlib.import_module(f"servers.domains.{name}.domain").DOMAIN
     if domain.name != name:
-        raise RuntimeError(f"servers.{name}.domain declares the domain {domain.name!r}")
+        raise RuntimeError(f"servers.domains.{name}.domain declares the domain {domain.name!r}")
     return domain
 
 

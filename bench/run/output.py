@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.dataset import Benchmark
 from bench.dataset.provenance import DATA_DIRS, dataset_provenance
+from bench.defaults import POLICY_SEARCH
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
@@ -210,7 +211,7 @@ def write_manifest(
     config: ModelsConfig | None,
     run_id: str | None = None,
     data_hash: str | None = None,
-    policy_search: str = "hybrid",
+    policy_search: str = POLICY_SEARCH,
     harness: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Write manifest.json (merged with a previous one when resuming; raises

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from servers.engine.tools import Tool, ToolContext, ToolError, ToolInput
-from servers.knowledge import SERVICE_UNAVAILABLE, PolicySearchError
+from servers.toolsets.knowledge import SERVICE_UNAVAILABLE, PolicySearchError
 
 
 class PolicySearchInput(ToolInput):

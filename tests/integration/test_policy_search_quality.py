@@ -18,8 +18,8 @@ import pytest
 from policy_quality import Quality, load_queries, measure, quality, scenario_sources
 from test_typesense_image import Running, dclient, image, start_hardened
 
-from servers import knowledge
-from servers.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts
+from servers.toolsets import knowledge
+from servers.toolsets.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts
 
 pytestmark = pytest.mark.docker
 

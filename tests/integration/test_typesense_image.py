@@ -29,8 +29,14 @@ import yaml
 from docker.models.containers import Container
 
 from sandbox import labels as lbl
-from servers import knowledge
-from servers.knowledge import PolicySearch, PolicySearchError, index_sources, make_client, search_policy
+from servers.toolsets import knowledge
+from servers.toolsets.knowledge import (
+    PolicySearch,
+    PolicySearchError,
+    index_sources,
+    make_client,
+    search_policy,
+)
 
 pytestmark = pytest.mark.docker
 

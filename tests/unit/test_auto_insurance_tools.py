@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from pg_support import DomainTools, domain_seed, err, reload
 
-from servers.auto_insurance.domain import DOMAIN
+from servers.domains.auto_insurance.domain import DOMAIN
 from servers.engine.seeding import DataPatchError, initial_rows
 from servers.engine.store import Store
 

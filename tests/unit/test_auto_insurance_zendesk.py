@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from pg_support import DomainTools, reload
 
-from servers.auto_insurance.domain import DOMAIN
+from servers.domains.auto_insurance.domain import DOMAIN
 from servers.engine.store import Store
 
 CREATED = "2025-10-01T13:00:05Z"

@@ -16,9 +16,9 @@ import pytest
 from pg_support import DomainTools, domain_seed, err, ok
 
 from judge.canonical import canonical_state
-from servers.consulting.common import Action, api_tool
-from servers.consulting.domain import DOMAIN
-from servers.consulting.workday import WorkdayInput
+from servers.domains.consulting.common import Action, api_tool
+from servers.domains.consulting.domain import DOMAIN
+from servers.domains.consulting.workday import WorkdayInput
 from servers.engine.rows import to_state_row
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from pg_support import DomainTools, domain_seed, err
 
-from servers.consulting.domain import DOMAIN
+from servers.domains.consulting.domain import DOMAIN
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
 

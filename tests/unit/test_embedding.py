@@ -1,6 +1,6 @@
-"""The policy-search embedding model (servers/knowledge/embedding.py): our ctypes
+"""The policy-search embedding model (servers/toolsets/knowledge/embedding.py): our ctypes
 binding agrees with the package's own wrapper, vectors are unit length, documents
-are cut to the model's window, and host-side document vectors are cached by content."""
+are cut to the model's window, and host-side document vectors (indexing.py) are cached by content."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from servers.knowledge import embedding
-from servers.knowledge.embedding import DIM, E5, MAX_TOKENS, document_vectors, model_id
+from servers.toolsets.knowledge import embedding, indexing
+from servers.toolsets.knowledge.embedding import DIM, E5, MAX_TOKENS, model_id
+from servers.toolsets.knowledge.indexing import document_vectors
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +77,13 @@ def test_document_vectors_computed_once_per_text(tmp_path: Path) -> None:
     assert first[0] == first[2] and first[0] != first[1]
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 2
-    assert {f.stem for f in files} == {embedding.cache_key(t, model_id()) for t in texts}
+    assert {f.stem for f in files} == {indexing.cache_key(t, model_id()) for t in texts}
 
-    embedding._MEMO.clear()  # a new process: read back from disk, nothing recomputed
+    indexing._MEMO.clear()  # a new process: read back from disk, nothing recomputed
     assert document_vectors(texts, cache=tmp_path, embed=fake) == first
     assert len(calls) == 2
 
-    embedding._MEMO.clear()
+    indexing._MEMO.clear()
     files[0].write_text("[1.0, 2.0")  # torn write: recomputed, not trusted
     document_vectors(texts, cache=tmp_path, embed=fake)
     assert len(calls) == 3

@@ -84,8 +84,8 @@ def test_a_zendesk_item_refuses_a_non_finite_custom_number() -> None:
 
 def _float_table() -> tuple[TableSpec, str, dict[str, Any]]:
     """A retail table with a float field, and one valid row of it (from its seed)."""
-    from servers.retail.common import REFUNDS
-    from servers.retail.domain import DOMAIN
+    from servers.domains.retail.common import REFUNDS
+    from servers.domains.retail.domain import DOMAIN
 
     spec = next(t for t in DOMAIN.tables if t.name == REFUNDS)
     row = {

@@ -18,9 +18,9 @@ from pg_support import DomainTools, err
 
 from bench.dataset import Benchmark
 from bench.replay.local import replay_domain
+from servers.domains.neobank import common
+from servers.domains.neobank.domain import DOMAIN, MAIN_TOOLS
 from servers.engine.store import Store
-from servers.neobank import common
-from servers.neobank.domain import DOMAIN, MAIN_TOOLS
 
 T = DomainTools(DOMAIN)
 

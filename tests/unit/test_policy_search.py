@@ -1,4 +1,4 @@
-"""Policy search logic (servers/knowledge) against a fake Typesense client:
+"""Policy search logic (servers/toolsets/knowledge) against a fake Typesense client:
 merge, dedupe, stable sort, clamping, request shape, indexing, error messages."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from servers import knowledge
-from servers.knowledge import (
+from servers.toolsets import knowledge
+from servers.toolsets.knowledge import (
     PolicySearch,
     PolicySearchError,
     PolicySearchInput,
@@ -22,7 +22,7 @@ from servers.knowledge import (
     make_client,
     search_policy,
 )
-from servers.knowledge.policy_search import words_matched
+from servers.toolsets.knowledge.policy_search import words_matched
 
 # text_match values the way Typesense 0.24 builds them: words matched in bits 59+.
 ONE_WORD = (1 << 59) | 0x80FFB20000079

@@ -14,7 +14,7 @@ from bench.prepare import TaskPreparation
 from bench.run import output
 from bench.run.coordinator import RunOptions
 from sandbox.preparer import TypesenseEndpoint
-from servers import knowledge
+from servers.toolsets import knowledge
 
 SOURCES = [{"name": "A.md", "snippets": ["alpha"]}, {"name": "B.md", "snippets": ["bravo"]}]
 

@@ -1,4 +1,4 @@
-"""The domain registry: every domain is found from the `servers` packages, its
+"""The domain registry: every domain is found from the `servers.domains` packages, its
 names come from its `Domain` object, and a broken domain fails loudly."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import servers
-from servers import registry
+from servers import domains, registry
 from servers.registry import UnknownDomainError, domain_names, load_domain, server_to_domain
 
 
@@ -45,7 +44,7 @@ def test_a_domain_with_a_bad_import_fails_loudly(
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "domain.py").write_text("import servers.no_such_module  # a typo in an import\n")
-    monkeypatch.setattr(servers, "__path__", [*servers.__path__, str(tmp_path)])
+    monkeypatch.setattr(domains, "__path__", [*domains.__path__, str(tmp_path)])
     assert "brokendomain" in domain_names()
     with pytest.raises(ModuleNotFoundError, match=r"servers\.no_such_module"):
         load_domain("brokendomain")

@@ -1,4 +1,4 @@
-"""Retail tools (servers/retail): exact reply texts and state changes for every
+"""Retail tools (servers/domains/retail): exact reply texts and state changes for every
 tool, its error paths, the call pipeline's coercion and messages, and each
 quirk of spec/retail.md §5.2 (the numbers in the test names refer to it).
 
@@ -18,10 +18,7 @@ import pytest
 from pg_support import err, ok, reload
 
 from judge.canonical import dump_canonical
-from servers.engine.rows import to_state_row
-from servers.engine.store import Store
-from servers.engine.tools import ToolContext, run_tool
-from servers.retail.common import (
+from servers.domains.retail.common import (
     CLAIMS,
     CONTRACTS,
     INVENTORY,
@@ -37,7 +34,10 @@ from servers.retail.common import (
     SHIPMENTS,
     TRACKING,
 )
-from servers.retail.domain import DOMAIN
+from servers.domains.retail.domain import DOMAIN
+from servers.engine.rows import to_state_row
+from servers.engine.store import Store
+from servers.engine.tools import ToolContext, run_tool
 
 TABLES = DOMAIN.tables
 

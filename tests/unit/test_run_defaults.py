@@ -19,7 +19,7 @@ from bench.run.daemon import DaemonGate
 from bench.session_api.server import TIMEOUTS as SESSION_API_TIMEOUTS
 from sandbox import DEFAULT_CALL_TIMEOUT, SandboxPool, SandboxRequest
 from sandbox.timeouts import SANDBOX_TIMEOUTS
-from servers import knowledge
+from servers.toolsets import knowledge
 
 
 def test_tbx_run_flags_and_options_default_to_the_shared_values() -> None:

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from servers.registry import domain_names, load_domain
-from servers.zendesk import VARIANTS, zendesk_tables
+from servers.toolsets.zendesk import VARIANTS, zendesk_tables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def formatted(source: str) -> str:
 @pytest.mark.parametrize("what", ["zendesk", *domain_names()])
 def test_generated_file_is_current(gen: ModuleType, dataset: Path, what: str) -> None:
     source = gen.generate_zendesk(dataset) if what == "zendesk" else gen.generate(dataset, what)
-    assert formatted(source) == (REPO / "servers" / what / "tables.py").read_text()
+    assert formatted(source) == gen.tables_file(what).read_text()
 
 
 def test_zendesk_tables_are_shared_but_for_the_ticket_fields() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from servers.zendesk import odata
-from servers.zendesk.search import parse_query, search_articles
+from servers.toolsets.zendesk import odata
+from servers.toolsets.zendesk.search import parse_query, search_articles
 
 # The auto-insurance initial tickets, reduced to the fields the filters use.
 TICKETS: list[dict[str, Any]] = [

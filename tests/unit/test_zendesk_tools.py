@@ -24,7 +24,7 @@ from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
 from servers.engine.tools import Tool, ToolContext, run_tool
 from servers.registry import load_domain
-from servers.zendesk import VARIANTS, zendesk_tables, zendesk_tools
+from servers.toolsets.zendesk import VARIANTS, zendesk_tables, zendesk_tools
 
 # variant -> (domain package, reference module)
 DOMAINS = {

@@ -1,0 +1,2 @@
+"""The benchmark's domains, one package each: every sub-package with a `domain`
+module is a domain (`servers.registry` finds them here)."""
