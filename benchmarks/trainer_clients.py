@@ -61,6 +61,7 @@ class Tries:
 
     refusals: list[tuple[int, str | None]] = field(default_factory=list)
     create_tries: int = 0
+    failed_tries: list[str] = field(default_factory=list)  # how each failed create/reset try ended
 
 
 def _message(r: httpx.Response) -> str:
@@ -147,8 +148,10 @@ class SessionClient:
                     return sid, r
                 after = _retry_after(r)
                 last = SystemFailure("create", "http", _message(r), r.status_code)
+                tries.failed_tries.append(f"http {r.status_code}")
             except SystemFailure as exc:
                 last = exc
+                tries.failed_tries.append(exc.kind)
                 if exc.kind == "timeout":  # its session may exist: the trainer's exit destroys it
                     await self.destroy_quietly(sid)
             if backoff is None:
@@ -291,6 +294,7 @@ class EnvClient:
             try:
                 return await self.send({"type": "reset", "data": data}, "reset")
             except SystemFailure as exc:
+                tries.failed_tries.append(exc.kind)
                 if exc.kind != "error:CAPACITY_REACHED" or backoff is None:
                     raise
                 after = (getattr(exc, "data", {}) or {}).get("retry_after")
