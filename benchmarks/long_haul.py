@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,7 @@ async def drive(
     concurrency: int,
     mcp_every: int,
     done: list[dict[str, Any]],
+    on_hundred: Callable[[], None] | None = None,
 ) -> None:
     client = SessionClient(served.url)
     todo = iter(range(n))
@@ -162,6 +164,8 @@ async def drive(
                 print(f"#{i}: {rec['error']}", file=sys.stderr, flush=True)
             if len(done) % 50 == 0:
                 print(f"{len(done)}/{n} ended", file=sys.stderr, flush=True)
+            if on_hundred is not None and len(done) % 100 == 0:
+                on_hundred()  # the table so far, should the run be stopped before its end
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -251,7 +255,19 @@ def main(argv: list[str] | None = None) -> int:
         other_before = probe.other_work(served.proc.pid)
         sampler.start()
         t0 = time.monotonic()
-        asyncio.run(drive(served, tasks, args.sessions, args.concurrency, args.mcp_every, done))
+
+        def partial() -> None:
+            if args.json is not None:
+                rows = table(done, list(sampler.samples), args.per)
+                partial = {
+                    "partial": True,
+                    "ended": len(done),
+                    "at_rest_before": at_rest_before,
+                    "rows": rows,
+                }
+                args.json.with_suffix(".partial.json").write_text(json.dumps(partial, indent=1))
+
+        asyncio.run(drive(served, tasks, args.sessions, args.concurrency, args.mcp_every, done, partial))
         wall = time.monotonic() - t0
         sampler.stop.set()
         sampler.join()
