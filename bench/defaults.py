@@ -1,7 +1,8 @@
 """The run defaults `tbx run` and `tbx env serve` share, one home each: the CLI
 flags (bench/cli/run.py, bench/cli/env.py), the run options
 (bench.run.coordinator.RunOptions), the episode options (bench.env.host.EnvOptions),
-the attempt spec and the agent loop read them from here.
+the attempt spec and the agent loop read them from here; and the servers' own
+(`tbx session-proxy`: bench/cli/session_proxy.py, bench.session_api.server.ServeOptions).
 
 Imports nothing heavy: the CLI reads it while it builds its parser (`tbx --help`)."""
 
@@ -25,6 +26,14 @@ WALL_CLOCK = TIMEOUTS.wall_clock
 CALL_TIMEOUT = TIMEOUTS.call  # the session proxy's bound per tool call (`--call-timeout`)
 START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve --start-timeout`)
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer
+# Sessions `tbx session-proxy` holds at once, live or being created (`--max-sessions`),
+# whatever memory admits: a bound on containers, networks and connections. Above the
+# RL trainer's batch (18 prompts x 8 rollouts = 144 creates at once).
+MAX_SESSIONS = 256
+# The largest request body it reads (`--max-body`): the largest v1 session_create is
+# 70 KB; a custom dataset's data_patch may be far larger. A body is parsed on the event
+# loop, ~30 ms a MiB of small objects, so the limit also bounds what one body delays.
+MAX_BODY_MIB = 4
 
 # What the policy-search tool runs: vector + keyword hybrid (indexed with embeddings),
 # or the keyword-only fallback (no vectors): the knowledge toolset's search modes.

@@ -3,6 +3,7 @@
 
 tbx session-proxy --dataset DIR [--host 127.0.0.1] [--port 7111] [--warm N]
                   [--api-key-env VAR] [--record OUT] [--gc-minutes M]
+                  [--max-sessions N] [--max-body MIB]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.defaults import MAX_BODY_MIB, MAX_SESSIONS
 from bench.web_guard import add_guard_arguments
 
 DEFAULT_PORT = 7111
@@ -40,6 +42,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--gc-every", type=float, default=60.0, help=argparse.SUPPRESS)  # the expiry tick (tests)
     p.add_argument("--golden-cache", help="golden end-state cache directory (default ~/.cache/tbx/golden)")
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=MAX_SESSIONS,
+        metavar="N",
+        help="sessions held at once, live or being created; more, or more than memory admits, are "
+        f"refused at once with 503 and Retry-After (default {MAX_SESSIONS})",
+    )
+    p.add_argument(
+        "--max-body",
+        type=float,
+        default=MAX_BODY_MIB,
+        metavar="MIB",
+        help=f"largest request body read, in MiB; a larger one is refused with 413 (default {MAX_BODY_MIB})",
+    )
+    # Tests: a request's head and body time, and a memory budget in place of what is available.
+    p.add_argument("--head-timeout", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--body-timeout", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--memory-budget-mib", type=float, help=argparse.SUPPRESS)
     add_guard_arguments(p, token=False)  # the key is --api-key-env's (the reference's 401 body)
     p.set_defaults(fn=serve_command)
 
@@ -49,6 +70,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from bench.cli.datasets import benchmark_for
     from bench.cli.served import GracefulServer
+    from bench.session_api.limits import HEAD_TIMEOUT, MIB, BodyLimits, timed_protocol
     from bench.session_api.server import ServeOptions, session_proxy_app
     from bench.web_guard import policy_from_args
 
@@ -74,6 +96,12 @@ def serve_command(args: argparse.Namespace) -> int:
         gc_every=args.gc_every,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         guard=guard,
+        max_sessions=args.max_sessions,
+        memory_budget=int(args.memory_budget_mib * MIB) if args.memory_budget_mib else None,
+        bodies=BodyLimits(
+            max_body=int(args.max_body * MIB),
+            **({"body_timeout": args.body_timeout} if args.body_timeout else {}),
+        ),
     )
     url = f"http://{args.host}:{args.port}"
 
@@ -91,6 +119,7 @@ def serve_command(args: argparse.Namespace) -> int:
             port=args.port,
             log_level="warning",
             lifespan="on",
+            http=timed_protocol(args.head_timeout or HEAD_TIMEOUT),
             timeout_graceful_shutdown=5,
         )
     )

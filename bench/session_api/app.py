@@ -21,11 +21,13 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bench.session_api.admission import AtCapacity
+from bench.session_api.limits import loads
 from bench.session_api.models import (
     INVALID_INPUT,
     ApiError,
@@ -53,7 +55,11 @@ _UNPARSABLE = (ValueError, UnicodeDecodeError, RecursionError)
 
 async def _parse(request: Request, model: type[BaseModel]) -> Any:
     try:
-        data = json.loads(await request.body())
+        body = await request.body()
+    except ClientDisconnect:  # gone, or its body refused by LimitedBodies (whose answer goes instead)
+        raise ApiError(INVALID_INPUT) from None
+    try:
+        data = await loads(body)
     except _UNPARSABLE:
         raise ApiError(INVALID_INPUT) from None
     if not isinstance(data, dict):
@@ -71,6 +77,10 @@ def _handled(fn: Handler) -> Handler:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
+        except AtCapacity as exc:
+            response = fail(exc.message, exc.status)
+            response.headers["retry-after"] = str(exc.retry_after)
+            return response
         except ApiError as exc:
             return fail(exc.message, exc.status)
         except Exception as exc:
@@ -148,7 +158,7 @@ class SessionApi:
         request = Request(scope, receive)
         body = await request.body()
         try:
-            message = _json_message(body)
+            message = await _json_message(body)
         except RecursionError:  # refused here, as every route refuses it: no relay, no traceback
             await _jsonrpc_error(b"", f"{INVALID_INPUT}: the JSON body is nested too deeply")(
                 scope, receive, send
@@ -208,11 +218,11 @@ async def _chunks(reply: httpx.Response) -> AsyncIterator[bytes]:
         await reply.aclose()
 
 
-def _json_message(body: bytes) -> Any:
+async def _json_message(body: bytes) -> Any:
     """The body's JSON value, None when it is no JSON (the MCP transport answers that);
     RecursionError for one nested deeper than the parser goes."""
     try:
-        return json.loads(body)
+        return await loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
 

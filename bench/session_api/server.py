@@ -19,17 +19,20 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bench.dataset import Benchmark
+from bench.defaults import MAX_SESSIONS
 from bench.run.golden import GoldenStore, servers_image_id
+from bench.session_api.admission import SessionAdmission
 from bench.session_api.app import SessionApi, build_app, idle_expiry
 from bench.session_api.golden import GoldenCache
+from bench.session_api.health import DaemonProbe
+from bench.session_api.limits import BodyLimits, LimitedBodies
 from bench.session_api.record import Recorder
 from bench.session_api.sessions import Session, SessionTable
 from bench.web_guard import GuardPolicy, WebGuard
 from sandbox import SANDBOX_TIMEOUTS, DockerProvider, ProxyServer
 from sandbox.labels import new_id
-from sandbox.provider import ping_daemon
+from servers.registry import server_to_domain
 
-HEALTH_TIMEOUT = 2.5  # s: the OpenEnv env's /ready gives /health 3 s
 # Everyone's timeouts (sandbox.timeouts), but the proxy's call bound is no tighter than
 # the longest session timeout a client sends (570 s for the trainer): each session's
 # own `timeout` is enforced by the session table.
@@ -47,14 +50,10 @@ class ServeOptions(BaseModel):
     # unchecked (the reference parses any body as JSON; its CI probes with curl -d '{}'),
     # and the bearer key is the Session API's own (its 401 body, /health exempt).
     guard: GuardPolicy = Field(default_factory=lambda: GuardPolicy(require_json=False))
-
-
-async def docker_problem() -> str | None:
-    try:
-        await asyncio.wait_for(asyncio.to_thread(ping_daemon), HEALTH_TIMEOUT)
-    except Exception as exc:  # any failure means not healthy
-        return f"Docker daemon unavailable: {exc!r}"
-    return None
+    # What the server takes on (bench.session_api.admission, bench.session_api.limits).
+    max_sessions: int = Field(default=MAX_SESSIONS, ge=1)
+    memory_budget: int | None = Field(default=None, gt=0)  # bytes; None: available at start less the reserve
+    bodies: BodyLimits = Field(default_factory=BodyLimits)
 
 
 def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, str]:
@@ -67,6 +66,16 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
     store = GoldenStore(bench, opts.golden_cache, image_id=servers_image_id, run_id=run_id)
     golden = GoldenCache(store, provider, run_id=run_id)
     recorder = Recorder(opts.record, bench, run_id) if opts.record is not None else None
+    admission = SessionAdmission(
+        opts.max_sessions,
+        warm=opts.warm,
+        domains=sorted(set(server_to_domain().values())),
+        images=lambda: dict(provider.images),
+        golden_key=golden.key,
+        golden_stored=lambda key: store.path(key).exists(),
+        budget_bytes=opts.memory_budget,
+    )
+    probe = DaemonProbe()
 
     async def on_closed(session: Session) -> None:
         if recorder is not None:
@@ -80,14 +89,16 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
         run_id=run_id,
         images=lambda: dict(provider.images),
         on_closed=on_closed,
+        admission=admission,
     )
-    api = SessionApi(table, docker_problem)
+    api = SessionApi(table, probe.problem)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if recorder is not None:
             recorder.open()
         await provider.start(run_id)
+        admission.start()
         proxy.start()
         expiry = None
         if opts.gc_minutes is not None:
@@ -103,5 +114,7 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
             await provider.sweep(run_id)
             if recorder is not None:
                 recorder.close()
+            probe.close()
 
-    return WebGuard(build_app(api, api_key=opts.api_key, lifespan=lifespan), opts.guard), run_id
+    app = WebGuard(build_app(api, api_key=opts.api_key, lifespan=lifespan), opts.guard)
+    return LimitedBodies(app, opts.bodies), run_id

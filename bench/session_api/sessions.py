@@ -36,6 +36,7 @@ from bench.dataset import Benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.lifecycle import LiveAttempt
+from bench.session_api.admission import SessionAdmission
 from bench.session_api.effects import effects_object
 from bench.session_api.golden import GoldenCache
 from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
@@ -166,6 +167,7 @@ class SessionTable:
         run_id: str,
         images: Callable[[], dict[str, str]],
         on_closed: Callable[[Session], Awaitable[None]] | None = None,
+        admission: SessionAdmission | None = None,
     ):
         self.bench = bench
         self.provider = provider
@@ -174,6 +176,7 @@ class SessionTable:
         self.run_id = run_id
         self._images = images
         self.on_closed = on_closed
+        self.admission = admission  # the cap and memory (bench.session_api.admission)
         self.sessions: dict[str, Session] = {}
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_keepalive_connections=64)
@@ -189,6 +192,8 @@ class SessionTable:
     async def create(self, body: CreateBody) -> dict[str, Any]:
         if body.session_id in self.sessions:
             raise ApiError("Session already exists")
+        if self.admission is not None:  # the count at once, memory once the domain is known
+            self.admission.check_count(len(self.sessions))
         session = Session(body.session_id, body)
         self.sessions[body.session_id] = session  # visible at once: a second create is refused
         try:
@@ -198,10 +203,14 @@ class SessionTable:
             result = await self._init(session, body)
             session.created = True
             session.touch()
+            if self.admission is not None:
+                self.admission.created(session)
             return result
         except BaseException as exc:
             self.sessions.pop(body.session_id, None)
             await session.close(exc)
+            if self.admission is not None:
+                self.admission.release(session)
             raise
 
     async def _init(self, session: Session, body: CreateBody) -> dict[str, Any]:
@@ -217,6 +226,8 @@ class SessionTable:
         entry = await asyncio.to_thread(parse_entry, self.bench, name, body.server_config[name])
         check_tools(entry, body.available_tools)
         session.entry = entry
+        if self.admission is not None:
+            await self.admission.admit(session, entry)  # or AtCapacity, before any container
         golden = asyncio.ensure_future(self.golden.get(entry))  # concurrently with the boot
         try:
             await session.open(self._spec(session, entry), self.provider, self.proxy)
@@ -389,6 +400,8 @@ class SessionTable:
         # proxy; a loss raised to a call is remembered); one its own calls caused is graded a
         # failure (bench.session_api.record).
         await session.close()
+        if self.admission is not None:
+            self.admission.release(session)
         if self.on_closed is not None and session.entry is not None:
             try:
                 await self.on_closed(session)

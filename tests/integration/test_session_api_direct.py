@@ -24,9 +24,11 @@ from test_session_api import _signal_server, all_gone, traced_task
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.golden import GoldenStore, servers_image_id
+from bench.session_api.admission import UNMEASURED, SessionAdmission
 from bench.session_api.app import SessionApi, build_app
 from bench.session_api.golden import GoldenCache
-from bench.session_api.server import TIMEOUTS, docker_problem
+from bench.session_api.health import DaemonProbe
+from bench.session_api.server import TIMEOUTS
 from bench.session_api.sessions import SessionTable
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 from sandbox.proxy.relay import UpstreamPool
@@ -47,25 +49,33 @@ WRITE = {
 Body = Callable[[httpx.AsyncClient, SessionTable, ProxyServer], Awaitable[None]]
 
 
-def serve(dataset: Path, tmp: Path, body: Body) -> None:
-    """The Session API's parts in this process around `body`; nothing of the run left after."""
+def serve(
+    dataset: Path, tmp: Path, body: Body, admission: Callable[..., SessionAdmission] | None = None
+) -> None:
+    """The Session API's parts in this process around `body`; nothing of the run left after.
+    `admission(provider, golden)`: the table's admission (none by default)."""
     bench = load_benchmark(dataset, strict=False)
     run_id = new_id("sessapi-direct")
     provider = DockerProvider(warm=0)
     proxy = ProxyServer(call_timeout=TIMEOUTS.call)
     store = GoldenStore(bench, tmp / "golden", image_id=servers_image_id, run_id=run_id)
+    golden = GoldenCache(store, provider, run_id=run_id)
+    admitted = admission(provider, golden) if admission is not None else None
     table = SessionTable(
         bench,
         provider,
         proxy,
-        GoldenCache(store, provider, run_id=run_id),
+        golden,
         run_id=run_id,
         images=lambda: dict(provider.images),
+        admission=admitted,
     )
-    app = build_app(SessionApi(table, docker_problem))
+    app = build_app(SessionApi(table, DaemonProbe().problem))
 
     async def go() -> None:
         await provider.start(run_id)
+        if admitted is not None:
+            admitted.start()
         proxy.start()
         try:
             transport = httpx.ASGITransport(app=app)
@@ -200,3 +210,38 @@ def test_a_killed_container_gives_the_documented_error_and_relays_nothing(
         assert all_gone(dclient, list(containers.values()))
 
     serve(dataset, tmp_path, body)
+
+
+def test_the_first_session_of_an_unmeasured_domain_is_measured(
+    dataset: Path, bench: Benchmark, tmp_path: Path
+) -> None:
+    """Admission charges a domain nobody measured UNMEASURED per set, then what its first
+    live set holds (#38 finding 7): measured from that session's own containers."""
+    task = traced_task(bench, "sandbox_consulting")
+
+    def admission(provider: DockerProvider, golden: GoldenCache) -> SessionAdmission:
+        return SessionAdmission(
+            4,
+            warm=0,
+            domains=["consulting"],
+            images=lambda: dict(provider.images),
+            golden_key=golden.key,
+            golden_stored=lambda key: golden.store.path(key).exists(),
+            budget_bytes=64 * UNMEASURED,
+        )
+
+    async def body(c: httpx.AsyncClient, table: SessionTable, proxy: ProxyServer) -> None:
+        admitted = table.admission
+        assert admitted is not None
+        admitted.need.pop("consulting", None)  # as on a machine `tbx run` never measured
+        await _value(_create(c, "measured", task.config, task.tools))
+        deadline = time.monotonic() + 60
+        while "consulting" not in admitted.need and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        need = admitted.need["consulting"]
+        assert 32 * 2**20 < need < UNMEASURED, need
+        assert admitted.held() == need  # the session's set; its golden replay is over
+        await _value(c.post("/session_destroy", json={"session_id": "measured"}))
+        assert admitted.held() == 0
+
+    serve(dataset, tmp_path, body, admission)

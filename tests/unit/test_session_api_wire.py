@@ -271,13 +271,14 @@ def test_health_fails_while_the_docker_daemon_does_not_answer(
     import httpx
 
     from bench.session_api.app import SessionApi, build_app
-    from bench.session_api.server import docker_problem
+    from bench.session_api.health import DaemonProbe
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
 
     async def main() -> tuple[int, str, str | None]:
-        problem = await docker_problem()
-        app = build_app(SessionApi(None, docker_problem))  # type: ignore[arg-type]  # /health needs no table
+        probe = DaemonProbe()
+        problem = await probe.problem()
+        app = build_app(SessionApi(None, probe.problem))  # type: ignore[arg-type]  # /health needs no table
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
         ) as c:
