@@ -31,8 +31,9 @@ import requests.exceptions
 from sandbox.docker_client import docker_client
 from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, Fault
 from sandbox.oom import OomCause, oom_cause
+from sandbox.start_deadline import container_running
 
-__all__ = ["Fate", "describe", "fate_of", "lost_container", "lost_fate"]
+__all__ = ["Fate", "describe", "ended_fate", "fate_of", "lost_container", "lost_fate"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,18 @@ def lost_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
         if fate is not None:
             return fate
     return None
+
+
+def ended_fate(containers: Mapping[str, str], client: Any = None) -> Fate | None:
+    """`lost_fate`, asking the daemon only when a container's cgroup says it ended (its
+    cgroup empty, or gone while another container's of the set is there): while every
+    one shows processes, or where this host shows none of their cgroups, None without a
+    Docker call (a check that costs a checkout nothing; the proxy's registration asks
+    again)."""
+    running = [container_running(cid, False) for cid in containers.values()]
+    if all(r is True for r in running) or all(r is None for r in running):
+        return None
+    return lost_fate(containers, client)
 
 
 def lost_container(containers: Mapping[str, str], client: Any = None) -> str | None:

@@ -24,6 +24,13 @@ a group of resets arrives at once, and the replacements' boots, started at once,
 took as much of the host process's CPU as the resets they followed); a
 checkout that finds no spare still boots its own at once.
 
+A spare that something outside killed before its hand-over (a container killed
+while it booted, or while it waited, prepared, in the pool) is a casualty of that
+kill, not of the checkout that draws it: `acquire` discards it and takes the next
+spare, or boots one of its own (issue 38, faults). What the acquirer's own boot
+gives stands: `sandbox.checkout` replaces a set lost from outside a bounded number
+of times.
+
 A pooled sandbox is never reused: after its attempt it is torn down like any
 other, so isolation is exactly that of a cold start. Boots run through a
 `sandbox.boots.BootGate` (a bound on boots in flight; queued, never timed out
@@ -44,7 +51,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from sandbox.boots import BootGate
-from sandbox.errors import SandboxError
+from sandbox.container_fate import Fate, ended_fate
+from sandbox.errors import ContainerLostError, SandboxError
 from sandbox.labels import new_id
 from sandbox.preparer import Preparer, fingerprint
 from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest, resolve_images
@@ -246,16 +254,28 @@ class SandboxPool:
         key = fingerprint(prepare) if prepare is not None and self._plan is not None else None
         while key is not None and self._owed.get(key, 0) == 0 and self._resolving:
             await asyncio.wait(set(self._resolving))  # a planned boot for it may be about to say so
-        # No spare left for it: this acquire waits for a boot of its own (for a key,
-        # prepared in the boot: nobody planned this checkout).
-        # (Beyond the budget: a retried attempt asks for one more than the run planned.)
-        ahead = key is not None and self._owed.get(key, 0) > 0
-        if self._owed.get(key, 0) == 0 and not self._spawn(
-            key, prepare if key is not None else None, beyond_budget=True
-        ):
-            raise SandboxError("the pool is closed")
-        self._owed[key] -= 1
-        item = await self._ready[key].get()
+        while True:
+            # No spare left for it: this acquire waits for a boot of its own (for a key,
+            # prepared in the boot: nobody planned this checkout).
+            # (Beyond the budget: a retried attempt asks for one more than the run planned.)
+            own = self._owed.get(key, 0) == 0
+            ahead = key is not None and not own
+            if own and not self._spawn(key, prepare if key is not None else None, beyond_budget=True):
+                raise SandboxError("the pool is closed")
+            self._owed[key] -= 1
+            item = await self._ready[key].get()
+            # A spare booted ahead that something outside killed is a casualty of that
+            # kill, not this checkout's: discarded, and the next spare (or a boot of its
+            # own) taken instead. What its own boot gives stands (sandbox.checkout).
+            lost = None if own else await self._casualty(item)
+            if lost is None:
+                break
+            log.warning(
+                "a warm %s sandbox was lost while it %s (%s); taking another",
+                ",".join(self.domains),
+                "booted" if isinstance(item, BaseException) else "waited",
+                lost.text,
+            )
         if isinstance(item, BaseException):
             if self.fail_fast:
                 # Every waiter sees the failure (each puts it back), and no more boots start.
@@ -281,6 +301,22 @@ class SandboxPool:
                 await asyncio.shield(asyncio.to_thread(sb.close))
                 raise
         return AsyncSandbox.adopt(sb)
+
+    async def _casualty(self, item: Sandbox | BaseException) -> Fate | None:
+        """What ended a spare of the queue before its hand-over, if it is no use: a boot a
+        container of which something outside killed (`ContainerLostError`, `Fate.outside`),
+        or a prepared spare with a container ended since (its cgroup, then the daemon),
+        which is closed here. None: hand it over (any other boot error surfaces)."""
+        if isinstance(item, ContainerLostError):
+            return item.fate if item.fate.outside else None
+        if isinstance(item, BaseException) or item.handle is None:
+            return None
+        fate = await asyncio.to_thread(ended_fate, item.handle.containers)
+        if fate is not None:
+            self._booted -= 1
+            with contextlib.suppress(Exception):  # what stays is labelled: the run's sweep takes it
+                await asyncio.shield(asyncio.to_thread(item.close))
+        return fate
 
     @property
     def spare(self) -> int:

@@ -6,11 +6,14 @@ own logic runs as is."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, ClassVar
 
 import pytest
 
 import sandbox.pool as pool_mod
+from sandbox.container_fate import Fate
+from sandbox.errors import ContainerLostError
 from sandbox.pool import SandboxPool
 
 
@@ -33,7 +36,7 @@ class FakeSandbox:
             raise OSError("clean-up failed too")
 
     def prepare(self) -> Any:
-        return object()
+        return SimpleNamespace(containers={})
 
 
 @pytest.fixture(autouse=True)
@@ -213,3 +216,34 @@ def test_a_replacement_boots_refill_delay_after_a_hand_over_and_a_checkout_witho
             assert pool.booted == 2  # the replacements came after the delay
 
     asyncio.run(go())
+
+
+def _lost(outside: bool) -> ContainerLostError:
+    how = "exited with code 137 (killed: SIGKILL)" if outside else "exited with code 1"
+    fate = Fate("server-retail", f"its server-retail container x {how}", outside=outside)
+    return ContainerLostError(f"sandbox start failed: {fate.text}", fate)
+
+
+def test_a_spare_killed_from_outside_while_it_booted_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill of a spare booting ahead costs the checkout that draws it nothing: the next
+    spare is taken. A container that ended on its own (a crash) still surfaces."""
+
+    class Killed(FakeSandbox):
+        boots: ClassVar[list[ContainerLostError]] = []
+
+        def boot(self) -> None:
+            if Killed.boots:
+                raise Killed.boots.pop(0)
+
+    async def go(first: ContainerLostError) -> None:
+        Killed.boots = [first]
+        async with SandboxPool(["retail"], size=1, images={"servers": "x"}, fail_fast=False) as pool:
+            await _settle(pool)  # the one spare's boot failed
+            await asyncio.wait_for(pool.acquire(), 5)  # a boot of its own instead
+            assert pool.checkouts == 1
+
+    monkeypatch.setattr(pool_mod, "Sandbox", Killed)
+    asyncio.run(go(_lost(outside=True)))
+    assert FakeSandbox.closed >= 1  # the killed boot's set was cleaned up
+    with pytest.raises(ContainerLostError, match="code 1"):
+        asyncio.run(go(_lost(outside=False)))
