@@ -16,7 +16,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -43,6 +43,8 @@ from bench.session_api.models import (
 from bench.session_api.sessions import QueueTimeout, SessionTable
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 UNAUTHORIZED = b'{"success":false,"error":"Unauthorized"}'
 SESSION_HEADER = "x-tb-session-id"
@@ -105,7 +107,7 @@ class SessionApi:
 
     async def session_create(self, request: Request) -> Response:
         body = await _parse(request, CreateBody)
-        response = ok(await self.table.create(body))
+        response = ok(await _unless_gone(request, self.table.create(body)))
         live = self.table.get(body.session_id).live
         if live is not None:  # for operators and tests: which tbx attempt and containers serve it
             response.headers["x-tbx-attempt-id"] = live.spec.attempt_id
@@ -205,6 +207,30 @@ class SessionApi:
         out_headers = {k: v for k, v in reply.headers.items() if k in ("content-type", "mcp-session-id")}
         response = StreamingResponse(_chunks(reply), status_code=reply.status_code, headers=out_headers)
         await response(scope, receive, send)
+
+
+async def _unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """`work`, cancelled if the client disconnects first. A create waits for a boot, behind
+    others in a burst; a client that gave up (the trainer's 600 s timeout, then a retry
+    under a new id) must not leave it queued, booting a set nobody takes."""
+    task = asyncio.ensure_future(work)
+
+    async def gone() -> None:
+        # The body is read: the next message is the client's disconnect (uvicorn).
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise ApiError("the client closed its connection before the session was created")
+        return task.result()
+    finally:
+        watcher.cancel()
 
 
 async def _chunks(reply: httpx.Response) -> AsyncIterator[bytes]:
