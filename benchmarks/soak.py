@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -65,6 +66,12 @@ def rss_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def attempt_of(label: str) -> str:
+    """The attempt id of a set's `tbx.attempt` label: a set that replaced one lost before
+    it was used (sandbox.checkout) is named after the attempt's, one id further."""
+    return re.sub(r"^(.*-r\d+-[0-9a-f]{12})(-[0-9a-f]{12})+$", r"\1", label)
 
 
 MISS_GRACE = 20.0  # seconds for a killed attempt's error line to appear
@@ -147,7 +154,7 @@ class Chaos(threading.Thread):
                 c.kill()
                 self.killed.append(
                     {
-                        "attempt": c.labels["tbx.attempt"],
+                        "attempt": attempt_of(c.labels["tbx.attempt"]),
                         "role": c.labels.get("tbx.role", ""),
                         "pid": c.labels["tbx.pid"],
                         "at": time.monotonic(),

@@ -12,26 +12,47 @@ the cause reported, as `SandboxGoneError` naming it. After a failed database
 connection the containers are asked again for up to LOSS_GRACE seconds, since the
 daemon records a killed container's exit after its connections break (a killed
 PostgreSQL breaks a dump's connection first: issue 38, finding 12).
+
+A set whose container something outside ended before its user had it (killed while
+it booted, waited in a warm pool or was handed over: `Fate.outside`) is given back
+and another checked out, up to CHECKOUT_SETS sets, with a warning naming the lost
+container: nothing of the user had begun, so the kill costs it the wait and nothing
+else (issue 38, faults). A container that ended on its own (a crash, its own memory
+limit) would end the next set the same way: that failure stands at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 
 import psycopg
 
-from sandbox.container_fate import Fate, lost_fate
+from sandbox.container_fate import Fate, ended_fate, lost_fate
+from sandbox.errors import ContainerLostError
+from sandbox.labels import new_id
 from sandbox.provider import SandboxProvider, SandboxSession
 from sandbox.proxy.models import RegisterRequest, ResourceLimitHit, SandboxGoneError, ToolPolicy, Upstream
 from sandbox.sandbox import SandboxRequest
 
-__all__ = ["LOSS_GRACE", "lost_after", "lost_container", "lost_fate_of", "open_sandbox", "register_request"]
+__all__ = [
+    "CHECKOUT_SETS",
+    "LOSS_GRACE",
+    "lost_after",
+    "lost_container",
+    "lost_fate_of",
+    "open_sandbox",
+    "register_request",
+]
+
+log = logging.getLogger(__name__)
 
 LOSS_GRACE = 5.0
 LOSS_POLL = 0.2
+CHECKOUT_SETS = 3  # sets one checkout may take while those before were ended from outside
 
 
 async def lost_fate_of(session: SandboxSession) -> Fate | None:
@@ -55,6 +76,38 @@ async def lost_after(session: SandboxSession, exc: BaseException) -> Fate | None
         if lost is not None or time.monotonic() >= deadline:
             return lost
         await asyncio.sleep(LOSS_POLL)
+
+
+async def _checkout_running(provider: SandboxProvider, request: SandboxRequest, label: str) -> SandboxSession:
+    """`provider.checkout(request)`, again while the set it gives (or failed to start) lost
+    a container to something outside (see the module doc)."""
+    for n in range(1, CHECKOUT_SETS + 1):
+        try:
+            session = await provider.checkout(request)
+        except ContainerLostError as exc:
+            if not exc.fate.outside or n == CHECKOUT_SETS:
+                raise
+            lost = exc.fate
+        else:
+            found = await asyncio.to_thread(ended_fate, dict(session.containers))
+            if found is None:
+                return session
+            lost = found
+            await session.close()
+            if not lost.outside or n == CHECKOUT_SETS:
+                raise SandboxGoneError(
+                    f"{label}: sandbox gone before it was used: {lost.text}", fault=lost.fault
+                )
+        log.warning(
+            "%s: a sandbox was lost before it was used (%s); checking out another (%d of %d)",
+            label,
+            lost.text,
+            n + 1,
+            CHECKOUT_SETS,
+        )
+        # A set of its own name: the lost one's removal (by its attempt label) must not take it.
+        request = request.model_copy(update={"attempt_id": new_id(request.attempt_id)})
+    raise AssertionError("unreachable")
 
 
 def register_request(session: SandboxSession, attempt_id: str, policy: ToolPolicy) -> RegisterRequest:
@@ -87,7 +140,7 @@ async def open_sandbox(
     gets `sandbox_start` (the checkout) and, when the body ended normally, `teardown`."""
     timings = timings if timings is not None else {}
     t = time.monotonic()
-    session = await provider.checkout(request)
+    session = await _checkout_running(provider, request, label)
     try:
         timings["sandbox_start"] = time.monotonic() - t
         try:

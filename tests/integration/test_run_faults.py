@@ -1,20 +1,22 @@
 """A run survives the loss of an attempt's container (real Docker, real sandboxes).
 
 The run's own DockerProvider is wrapped so that, once an attempt holds its
-prepared sandbox, one of its containers is killed (SIGKILL from the daemon)
-or made to hit its memory limit (the kernel's OOM killer takes the
-container's main process). That try must end as a system error whose reason
-names the container (role and name) and how it died; the (task, repeat) is
-tried again in a fresh sandbox, the run goes on, and in the end every
-(task, repeat) has exactly one row.
+prepared sandbox (the checkout found it running; the attempt reads its initial
+state), one of its containers is killed (SIGKILL from the daemon) or made to hit
+its memory limit (the kernel's OOM killer takes the container's main process).
+That try must end as a system error whose reason names the container (role and
+name) and how it died; the (task, repeat) is tried again in a fresh sandbox, the
+run goes on, and in the end every (task, repeat) has exactly one row. (A set
+lost before the checkout handed it over costs no try: test_kill_per_phase.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -36,8 +38,8 @@ ALLOCATE = "x = bytearray(900 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 
 
 
 class Saboteur(DockerProvider):
-    """Sandboxes whose `role` container dies right after the attempt checked them
-    out (the first `times` checkouts): `how` is "kill" or "oom"."""
+    """Sandboxes whose `role` container dies once the attempt holds them, as it reads
+    the initial state (the first `times` checkouts): `how` is "kill" or "oom"."""
 
     def __init__(self, role: str, how: str, times: int):
         super().__init__()
@@ -49,7 +51,13 @@ class Saboteur(DockerProvider):
         if self.left > 0:
             self.left -= 1
             cid = session.containers[self.role]
-            self.victims.append(await asyncio.to_thread(self._strike, cid))
+            prepared_states = session.prepared_states
+
+            async def struck(fingerprint: str) -> Mapping[str, Any] | None:
+                self.victims.append(await asyncio.to_thread(self._strike, cid))
+                return await prepared_states(fingerprint)
+
+            session.prepared_states = struck  # type: ignore[method-assign]
         return session
 
     def _strike(self, cid: str) -> str:
