@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_agent_loop import FakeMcp, Steps, call, say, spec
+from agent_fakes import FakeMcp, ModelScript, Steps, call, model_client, say, spec
 
 from bench.harness_names import HarnessError, parse_harness
 from bench.llm.config import ModelsConfigError, parse_models_config
@@ -333,8 +333,6 @@ async def test_without_approval_nothing_is_held_and_a_user_that_cannot_approve_i
 
 
 async def test_the_simulated_user_is_asked_with_its_private_context(kvd: FakeMcp) -> None:
-    from test_agent_loop import ModelScript, _client
-
     from bench.llm.client import UsageLedger
     from bench.rollout.user_sim import LLMUser
 
@@ -358,8 +356,8 @@ async def test_the_simulated_user_is_asked_with_its_private_context(kvd: FakeMcp
         user=["Yes, remove it.", "REFUSE: I said a, but I meant the copy."],
     )
     ledger = UsageLedger()
-    agent = LLMAgent(_client(script, "agent-m", "agent"), parallel_tool_calls=False, ledger=ledger)
-    user = LLMUser(_client(script, "user-m", "user"), "You want the copy of a removed.", ledger=ledger)
+    agent = LLMAgent(model_client(script, "agent-m", "agent"), parallel_tool_calls=False, ledger=ledger)
+    user = LLMUser(model_client(script, "user-m", "user"), "You want the copy of a removed.", ledger=ledger)
     traj = await run_loop(spec(harness=("approval",)), agent, user, kvd.url, ledger=ledger)
     assert traj.finish_reason == "done" and kvd.store == {"a": 1}
     (rec,) = traj.tool_calls

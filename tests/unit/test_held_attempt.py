@@ -2,7 +2,7 @@
 session hold open between requests: opened in a task of its own, closed cleanly
 or with a reason, its opening cancelled with its opener, and a lost sandbox
 noticed per call by one rule (the infrastructure's loss is `SandboxLost`, the
-attempt's own limit is not). Against the fake provider of test_attempt_unit (a
+attempt's own limit is not). Against the fake provider of attempt_fakes (a
 database on the test PostgreSQL and the domain's real server in process) behind
 the real session proxy; losses are told to the proxy as its watch tells them."""
 
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from test_attempt_unit import PACK, TASK, FakeProvider
+from attempt_fakes import PACK, TASK, FakeProvider
 
 import bench.run.lifecycle
 from bench.dataset import Benchmark, load_benchmark

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_attempt_unit import PACK, TASK, FakeProvider, InProcessSession, golden_in_process
+from attempt_fakes import PACK, TASK, FakeProvider, InProcessSession, golden_in_process
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.env.episode import Episode

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from test_proxy_fake_upstream import FakeUpstream
+from fake_upstream import FakeUpstream
 
 from sandbox import (
     ProxyError,
