@@ -26,6 +26,7 @@ import docker
 import docker.errors
 import pytest
 from daemon_probe import UNANSWERED_BEFORE_STOP, daemon_state, unanswered
+from typesense_container import Running, build_typesense_image, start_hardened
 
 from bench.prepare import seeded_request
 from sandbox import labels as lbl
@@ -108,6 +109,29 @@ def base_images(dclient: docker.DockerClient) -> dict[str, str]:
         return {name: require_image(name) for name in ("postgres", "servers")}
     except SandboxError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def typesense_image(dclient: docker.DockerClient) -> str:
+    """The tbx Typesense image: $TBX_TYPESENSE_IMAGE if set, else built from images/typesense/."""
+    tag = os.environ.get("TBX_TYPESENSE_IMAGE")
+    if tag:
+        try:
+            dclient.images.get(tag)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"TBX_TYPESENSE_IMAGE={tag} does not exist")
+        return tag
+    return build_typesense_image(dclient)
+
+
+@pytest.fixture(scope="module")
+def typesense(dclient: docker.DockerClient, typesense_image: str) -> Iterator[Running]:
+    """A hardened container of the tbx Typesense image, for the module."""
+    running = start_hardened(dclient, typesense_image)
+    try:
+        yield running
+    finally:
+        running.container.remove(force=True)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_html import chromium, png_size, run_chromium
+from headless_chromium import chromium, png_size, run_chromium
 
 pytestmark = pytest.mark.timeout(3600)  # two demo runs: 60 attempts in real sandboxes
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_env_server import TASK, Served, UserStub, start_server, stop_server, wait_ready, write_config
+from env_server_process import TASK, Served, UserStub, start_server, stop_server, wait_ready, write_config
 from websockets.sync.client import connect
 
 from bench.dataset import load_benchmark

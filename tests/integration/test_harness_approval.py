@@ -28,8 +28,8 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from fake_models import FakeModels, tool_call_msgs
 from harness_attempts import graded_attempt
-from test_agent_e2e import FakeModels, tool_call_msgs
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import sandbox_request

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_models import FakeModels, tool_call_msgs
 from harness_attempts import graded_attempt
-from test_agent_e2e import FakeModels, tool_call_msgs
 
 from bench.dataset import load_benchmark
 from bench.run.attempt import AttemptOutcome

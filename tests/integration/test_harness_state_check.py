@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_models import FakeModels
 from harness_attempts import graded_attempt
-from test_agent_e2e import FakeModels
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.rollout.harness.state_check import check_text

@@ -11,12 +11,12 @@ run on a machine embeds the 45 policy documents once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from policy_quality import Quality, load_queries, measure, quality, scenario_sources
-from test_typesense_image import Running, dclient, image, start_hardened
+from typesense_container import Running
 
 from servers.toolsets import knowledge
 from servers.toolsets.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts
@@ -137,15 +137,3 @@ def test_hybrid_results_keep_the_shape_and_carry_distances(
     assert search.search("late parcel compensation", None) == result
     assert search.mode == "hybrid"
     assert len(search_policy(client, collection, "x", 50, e5.query)["snippets"]) == 9  # 10 -> all 9
-
-
-__all__ = ["dclient", "image"]  # fixtures shared with test_typesense_image
-
-
-@pytest.fixture(scope="module")
-def typesense(dclient: Any, image: str) -> Iterator[Running]:
-    running = start_hardened(dclient, image)
-    try:
-        yield running
-    finally:
-        running.container.remove(force=True)

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import shutil
-import struct
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from headless_chromium import chromium, png_size, run_chromium
 
 from bench.report.build import build_report
 from bench.report.write import write_report
 
-NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 DOMAINS = ("retail", "travel", "auto_insurance")
 
 # appended to a copy of the report: measures what Chromium laid out and writes it into the DOM
@@ -46,39 +42,6 @@ pre.id = 'probe';
 pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script>"""
-
-
-def chromium() -> str:
-    found = os.environ.get("TBX_CHROMIUM") or next(filter(None, map(shutil.which, NAMES)), None)
-    if not found:
-        pytest.fail(
-            "no headless Chromium found (looked for $TBX_CHROMIUM, " + ", ".join(NAMES) + "): "
-            "install Debian's package with `apt-get install chromium`"
-        )
-    return found
-
-
-def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        binary,
-        "--headless",
-        "--no-sandbox",  # tests may run as root
-        "--disable-gpu",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}"
-    return proc
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
 
 
 def make_runs(root: Path) -> list[Path]:

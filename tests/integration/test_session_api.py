@@ -9,22 +9,18 @@ container a session used is checked gone after its destroy.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
-import httpx
 import pytest
-from server_process import free_port, launch, terminate
+from sandbox_containers import containers_gone, signal_server
+from session_api_server import Served, Task, call, create, effects, start, stop, traced_task, value
 
 from bench.dataset import Benchmark, load_benchmark
 from judge.canonical import state_hash
@@ -39,117 +35,12 @@ SERVERS = (
 YESNO = {"external_booking_v1", "sandbox_neobank_support_v1"}
 
 
-@dataclass
-class Served:
-    url: str
-    proc: subprocess.Popen[str]
-    log: Path
-    run_id: str
-
-    def client(self, **kw: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=600, **kw)
-
-
-def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = None) -> Served:
-    port = free_port()
-    log = tmp / "server.log"
-    proc = launch(
-        [
-            sys.executable,
-            "-m",
-            "bench.cli",
-            "session-proxy",
-            "--dataset",
-            str(dataset),
-            "--port",
-            str(port),
-            "--golden-cache",
-            str(tmp / "golden"),
-            *extra,
-        ],
-        log,
-        env,
-    )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"server exited: {log.read_text()[-3000:]}"
-        text = log.read_text()
-        if "ready on" in text:
-            run_id = text.split("(run ", 1)[1].split(")", 1)[0]
-            return Served(f"http://127.0.0.1:{port}", proc, log, run_id)
-        time.sleep(0.3)
-    stop(Served("", proc, log, ""))
-    pytest.fail(f"no ready line within 180 s: {log.read_text()[-3000:]}")
-
-
-def stop(served: Served) -> int:
-    return terminate(served.proc, 120)
-
-
 def labelled(dclient: docker.DockerClient, run_id: str) -> tuple[list[str], list[str]]:
     filters = {"label": f"tbx.run={run_id}"}
     return (
         [c.name for c in dclient.containers.list(all=True, filters=filters, ignore_removed=True)],
         [n.name for n in dclient.networks.list(filters=filters)],
     )
-
-
-def all_gone(dclient: docker.DockerClient, ids: list[str], timeout: float = 90) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = []
-        for cid in ids:
-            try:
-                dclient.containers.get(cid)
-                alive.append(cid)
-            except docker.errors.NotFound:
-                pass
-        if not alive:
-            return True
-        time.sleep(0.5)
-    return False
-
-
-# ---- the client, from the spec -------------------------------------------------------
-@dataclass
-class Task:
-    task_id: str
-    server: str
-    config: dict[str, Any]
-    tools: list[str]
-    trace: dict[str, Any]
-
-
-def traced_task(bench: Benchmark, server: str, index: int = 0) -> Task:
-    lines = (bench.root / "traces" / f"{server}.jsonl").read_text().splitlines()
-    trace = json.loads(lines[index])
-    task = bench.task(trace["task_id"])
-    return Task(
-        task.id, server, {server: bench.effective_init(task).raw}, bench.scenario_of(task).tool_names, trace
-    )
-
-
-def create(c: httpx.Client, sid: str, task: Task, **extra: Any) -> httpx.Response:
-    body = {"session_id": sid, "server_config": task.config, "available_tools": task.tools, "timeout": 270.0}
-    return c.post("/session_create", json={**body, **extra})
-
-
-def call(c: httpx.Client, sid: str, tool: str, arguments: Any) -> httpx.Response:
-    return c.post("/call_tool", json={"session_id": sid, "tool_name": tool, "arguments": arguments})
-
-
-def value(r: httpx.Response, status: int = 200) -> Any:
-    assert r.status_code == status, r.text[:1000]
-    body = r.json()
-    assert body["success"] is (status == 200)
-    assert body["content"]["type"] in ("string", "object")
-    return body["content"]["value"]
-
-
-def effects(c: httpx.Client, sid: str, server: str) -> dict[str, Any]:
-    out = value(c.post("/get_effects", json={"session_id": sid}))
-    assert list(out) == [server]
-    return dict(out[server])
 
 
 # ---- fixtures -----------------------------------------------------------------------------
@@ -277,7 +168,7 @@ def _golden_session(served: Served, task: Task, dclient: docker.DockerClient) ->
         again = effects(c, sid, task.server)  # no side effects, repeatable
         assert value(c.post("/session_destroy", json={"session_id": sid})) == "Ok"
         assert value(c.post("/session_destroy", json={"session_id": sid}), 400) == "Session does not exist"
-    assert all_gone(dclient, containers), f"{task.server}: containers left after destroy"
+    assert containers_gone(dclient, containers), f"{task.server}: containers left after destroy"
     assert again["result_db_hash"] == e["result_db_hash"]
     return e
 
@@ -425,12 +316,6 @@ def test_calls_of_one_session_run_one_at_a_time(served: Served, bench: Benchmark
         value(c.post("/session_destroy", json={"session_id": sid}))
 
 
-def _signal_server(dclient: docker.DockerClient, containers: dict[str, str], sig: int) -> None:
-    server = next(cid for role, cid in containers.items() if role not in ("postgres", "typesense"))
-    for proc in dclient.containers.get(server).top()["Processes"]:
-        os.kill(int(proc[1]), sig)
-
-
 def test_a_queued_call_that_timed_out_is_never_executed(
     served: Served, bench: Benchmark, dclient: docker.DockerClient
 ) -> None:
@@ -441,7 +326,7 @@ def test_a_queued_call_that_timed_out_is_never_executed(
         value(r)
         containers = json.loads(r.headers["x-tbx-containers"])
         before = effects(c, sid, task.server)["result_db_hash"]
-        _signal_server(dclient, containers, signal.SIGSTOP)  # the tool server hangs (no Docker event)
+        signal_server(dclient, containers, signal.SIGSTOP)  # the tool server hangs (no Docker event)
         try:
             read = {"table": "tickets"}
             write = {
@@ -468,7 +353,7 @@ def test_a_queued_call_that_timed_out_is_never_executed(
                     time.sleep(0.15)  # arrival order: three reads, then the write
                 answers = [f.result() for f in futures]
         finally:
-            _signal_server(dclient, containers, signal.SIGCONT)
+            signal_server(dclient, containers, signal.SIGCONT)
         for status, message, _ in answers:
             assert (status, message) == (504, "Tool call timed out after 1.5 seconds")
         assert answers[-1][2] < 4.5  # answered at its 3.5 s wait limit, while the third read still ran
@@ -669,7 +554,7 @@ def test_auth_idle_expiry_and_sigterm_leave_nothing(
                     break
                 time.sleep(0.5)
             assert value(c.post("/list_tools", json={"session_id": "idle"}), 400) == "Session does not exist"
-            assert all_gone(dclient, idle)
+            assert containers_gone(dclient, idle)
             # Spec §3.6: /session_destroy answers once teardown is done (no --record to wait for here).
             r = create(c, "destroyed", task)
             value(r)
@@ -682,5 +567,5 @@ def test_auth_idle_expiry_and_sigterm_leave_nothing(
     finally:
         code = stop(s)
     assert code == 128 + signal.SIGTERM
-    assert all_gone(dclient, held, timeout=30)
+    assert containers_gone(dclient, held, timeout=30)
     assert labelled(dclient, s.run_id) == ([], [])

@@ -20,7 +20,8 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from test_session_api import _signal_server, all_gone, traced_task
+from sandbox_containers import containers_gone, signal_server
+from session_api_server import traced_task
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.golden import GoldenStore, servers_image_id
@@ -148,7 +149,7 @@ def test_calls_are_recorded_once_and_refusals_never_reach_the_server(
         assert reader.live is not None
         before = (await _value(c.post("/get_effects", json={"session_id": "reader"})))[task.server]
         containers = dict(reader.live.session.containers)
-        _signal_server(dclient, containers, signal.SIGSTOP)
+        signal_server(dclient, containers, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
             message = await _value(_call(c, "reader", "zendesk_create_item", WRITE), 400)
@@ -163,7 +164,7 @@ def test_calls_are_recorded_once_and_refusals_never_reach_the_server(
             assert pools == {}  # no connection to the server was even opened
             assert time.monotonic() - t0 < 5  # answered while the server could answer nothing
         finally:
-            _signal_server(dclient, containers, signal.SIGCONT)
+            signal_server(dclient, containers, signal.SIGCONT)
         assert [(r.tool, r.outcome, r.domain) for r in proxy.calls(reader.live.token)] == [
             ("zendesk_create_item", "refused", None),
             ("__reserved__init", "refused", None),
@@ -172,7 +173,7 @@ def test_calls_are_recorded_once_and_refusals_never_reach_the_server(
         after = (await _value(c.post("/get_effects", json={"session_id": "reader"})))[task.server]
         assert after["result_db_hash"] == before["result_db_hash"]
         await _value(c.post("/session_destroy", json={"session_id": "reader"}))
-        assert all_gone(dclient, list(containers.values()))
+        assert containers_gone(dclient, list(containers.values()))
 
     serve(dataset, tmp_path, body)
 
@@ -207,7 +208,7 @@ def test_a_killed_container_gives_the_documented_error_and_relays_nothing(
         assert len(proxy.calls(token)) == recorded  # refused before anything was relayed or recorded
         await _value(c.post("/session_destroy", json={"session_id": "killed"}))
         assert session.error is not None and server in str(session.error)  # a system error, not the agent's
-        assert all_gone(dclient, list(containers.values()))
+        assert containers_gone(dclient, list(containers.values()))
 
     serve(dataset, tmp_path, body)
 

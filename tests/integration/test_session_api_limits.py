@@ -22,7 +22,8 @@ from pathlib import Path
 import docker
 import httpx
 import pytest
-from test_session_api import Served, all_gone, create, start, stop, traced_task, value
+from sandbox_containers import containers_gone
+from session_api_server import Served, create, start, stop, traced_task, value
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.defaults import MAX_BODY_MIB
@@ -122,7 +123,7 @@ def test_the_cap_refuses_at_once_with_retry_after_and_leaks_nothing(served: Serv
         assert _run_containers(served.run_id) - before == held
         assert value(c.post("/list_tools", json={"session_id": "refused"}), 400) == "Session does not exist"
         value(c.post("/session_destroy", json={"session_id": "held"}))
-        assert all_gone(docker.from_env(), list(held))
+        assert containers_gone(docker.from_env(), list(held))
         # the place is free again
         again = create(c, "after", task)
         value(again)

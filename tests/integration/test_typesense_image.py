@@ -1,24 +1,18 @@
 """The tbx Typesense image, run hardened, and the policy search against it.
 
-Image: $TBX_TYPESENSE_IMAGE if set, else built here from images/typesense/
-(prepare.sh into a temporary context, then docker build), tagged by the content
-hash of that directory so later runs reuse it. Containers carry the label
-tbx.run=test-typesense, publish no ports (reached on their bridge IP) and are
-always removed.
+Image: $TBX_TYPESENSE_IMAGE if set, else built from images/typesense/ (prepare.sh
+into a temporary context, then docker build), tagged by the content hash of that
+directory so later runs reuse it (typesense_container.py, the `typesense_image`
+fixture). Containers carry the label tbx.run=test-typesense, publish no ports
+(reached on their bridge IP) and are always removed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +20,8 @@ import docker
 import docker.errors
 import pytest
 import yaml
-from docker.models.containers import Container
+from typesense_container import UID, Running, container_labels, start_hardened
 
-from sandbox import labels as lbl
 from servers.toolsets import knowledge
 from servers.toolsets.knowledge import (
     PolicySearch,
@@ -40,145 +33,8 @@ from servers.toolsets.knowledge import (
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
-IMAGE_DIR = REPO / "images/typesense"
-RUN_LABEL = "test-typesense"
-
-
-def container_labels() -> dict[str, str]:
-    """tbx.run plus the creation time and owner pid, so that a concurrent tbx
-    sweep of stale/orphaned items leaves our live containers alone."""
-    return {
-        lbl.RUN: RUN_LABEL,
-        lbl.CREATED: str(int(time.time())),
-        lbl.OWNER_PID: str(os.getpid()),
-        lbl.ROLE: "typesense",
-    }
-
-
-TEST_REPO = "tbx-test/typesense"
-UID = 10002
 RETAIL_SCENARIO = "dataset/scenario/sandbox_external_retail.yaml"
 WARRANTY_SOURCE = "Product Defects and Warranty.md"
-
-
-# --------------------------------------------------------------------------- image
-
-
-def _image_hash() -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in IMAGE_DIR.iterdir() if p.is_file()):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def build_typesense_image(client: docker.DockerClient) -> str:
-    """Build images/typesense/ the way `tbx images build` does (prepare.sh CTX, docker build CTX)."""
-    tag = f"{TEST_REPO}:{_image_hash()}"
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    with tempfile.TemporaryDirectory(prefix="tbx-typesense-ctx.") as ctx:
-        for path in IMAGE_DIR.iterdir():
-            if path.is_file():
-                shutil.copy2(path, ctx)
-        subprocess.run(["bash", str(IMAGE_DIR / "prepare.sh"), ctx], check=True)
-        client.images.build(path=ctx, tag=tag, rm=True, forcerm=True)
-    return tag
-
-
-@pytest.fixture(scope="module")
-def dclient() -> docker.DockerClient:
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.fail(f"needs a Docker daemon: {exc}")
-    return client
-
-
-@pytest.fixture(scope="module")
-def image(dclient: docker.DockerClient) -> str:
-    tag = os.environ.get("TBX_TYPESENSE_IMAGE")
-    if tag:
-        try:
-            dclient.images.get(tag)
-        except docker.errors.ImageNotFound:
-            pytest.fail(f"TBX_TYPESENSE_IMAGE={tag} does not exist")
-        return tag
-    return build_typesense_image(dclient)
-
-
-# --------------------------------------------------------------------------- containers
-
-
-@dataclass
-class Running:
-    container: Container
-    ip: str
-    api_key: str
-    seconds_to_healthy: float
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.ip}:8108"
-
-    def client(self, **kwargs: Any) -> Any:
-        return make_client(self.url, self.api_key, **kwargs)
-
-
-def _health(ip: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(f"http://{ip}:8108/health", timeout=1) as resp:
-            return bytes(resp.read())
-    except OSError:
-        return None
-
-
-def start_hardened(
-    dclient: docker.DockerClient, image: str, env: dict[str, str] | None = None, timeout: float = 30.0
-) -> Running:
-    api_key = "test-" + os.urandom(8).hex()
-    container = dclient.containers.create(
-        image,
-        detach=True,
-        labels=container_labels(),
-        environment={"TYPESENSE_API_KEY": api_key, **(env or {})},
-        read_only=True,
-        tmpfs={"/data": f"rw,nosuid,nodev,noexec,size=128m,uid={UID},gid={UID}"},
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        mem_limit="512m",
-        memswap_limit="512m",
-        pids_limit=256,
-    )
-    try:
-        t0 = time.perf_counter()
-        container.start()
-        container.reload()
-        ip = next(
-            n["IPAddress"] for n in container.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]
-        )
-        while (_health(ip) or b"").replace(b" ", b"") != b'{"ok":true}':
-            if time.perf_counter() - t0 > timeout:
-                logs = container.logs(tail=30).decode(errors="replace")
-                pytest.fail(f"typesense not healthy after {timeout}s:\n{logs}")
-            time.sleep(0.01)
-        return Running(container, ip, api_key, time.perf_counter() - t0)
-    except BaseException:
-        container.remove(force=True)
-        raise
-
-
-@pytest.fixture(scope="module")
-def typesense(dclient: docker.DockerClient, image: str) -> Iterator[Running]:
-    running = start_hardened(dclient, image)
-    try:
-        yield running
-    finally:
-        running.container.remove(force=True)
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +93,8 @@ def test_version(typesense: Running) -> None:
         assert b'"version":"0.24.1"' in resp.read()
 
 
-def test_starts_from_baked_snapshot(dclient: docker.DockerClient, image: str) -> None:
-    running = start_hardened(dclient, image)
+def test_starts_from_baked_snapshot(dclient: docker.DockerClient, typesense_image: str) -> None:
+    running = start_hardened(dclient, typesense_image)
     try:
         logs = running.container.logs().decode(errors="replace")
         assert "on_snapshot_load" in logs, logs[-3000:]
@@ -248,8 +104,8 @@ def test_starts_from_baked_snapshot(dclient: docker.DockerClient, image: str) ->
         running.container.remove(force=True)
 
 
-def test_default_api_key_is_tbx(dclient: docker.DockerClient, image: str) -> None:
-    running = start_hardened(dclient, image, env={"TYPESENSE_API_KEY": ""})
+def test_default_api_key_is_tbx(dclient: docker.DockerClient, typesense_image: str) -> None:
+    running = start_hardened(dclient, typesense_image, env={"TYPESENSE_API_KEY": ""})
     try:
         running.api_key = "tbx"
         assert running.client().collections.retrieve() == []
@@ -257,9 +113,9 @@ def test_default_api_key_is_tbx(dclient: docker.DockerClient, image: str) -> Non
         running.container.remove(force=True)
 
 
-def test_read_only_without_tmpfs_fails_clearly(dclient: docker.DockerClient, image: str) -> None:
+def test_read_only_without_tmpfs_fails_clearly(dclient: docker.DockerClient, typesense_image: str) -> None:
     container = dclient.containers.create(
-        image,
+        typesense_image,
         detach=True,
         labels=container_labels(),
         read_only=True,

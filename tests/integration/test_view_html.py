@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pytest
-from test_report_html import chromium, run_chromium
+from headless_chromium import chromium, run_chromium
 
 DEMO = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 # the first test pays for two demo runs (60 attempts in real sandboxes): >10 min on a busy machine
