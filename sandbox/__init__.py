@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     )
     from sandbox.provider import (
         DockerProvider,
-        DockerSession,
         SandboxProvider,
         SandboxSession,
     )
@@ -114,7 +113,6 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
     "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy.limits",
     "DockerProvider": "sandbox.provider",
-    "DockerSession": "sandbox.provider",
     "DockerUnavailableError": "sandbox.errors",
     "Fault": "sandbox.faults",
     "ImageMissingError": "sandbox.errors",

@@ -93,7 +93,7 @@ async def _checkout_running(provider: SandboxProvider, request: SandboxRequest, 
             if found is None:
                 return session
             lost = found
-            await session.close()
+            await provider.release(session)
             if not lost.outside or n == CHECKOUT_SETS:
                 raise SandboxGoneError(
                     f"{label}: sandbox gone before it was used: {lost.text}", fault=lost.fault
@@ -155,5 +155,5 @@ async def open_sandbox(
             raise
         t = time.monotonic()
     finally:
-        await session.close()
+        await provider.release(session)
     timings["teardown"] = time.monotonic() - t

@@ -20,7 +20,6 @@ calls were in flight.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,35 +28,11 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.docker_client import docker_client
-from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, Fault
+from sandbox.faults import Fate
 from sandbox.oom import OomCause, oom_cause
 from sandbox.start_deadline import container_running
 
 __all__ = ["Fate", "describe", "ended_fate", "fate_of", "lost_container", "lost_fate"]
-
-
-@dataclass(frozen=True)
-class Fate:
-    """What became of one container of a set: `text` in words (as `describe`), and the
-    facts a caller decides on."""
-
-    role: str
-    text: str
-    own_memory_limit: bool = False  # OOM-killed by its own cgroup's memory limit
-    ended_at: float | None = None  # when it ended (epoch seconds, the daemon's), if known
-    # Ended from outside the set: SIGKILL or SIGTERM without its own memory limit hit
-    # (`docker kill`/`stop`, the host's OOM killer) or removed. Not a crash of its own
-    # (another exit code), not its own limit: those would end a new set the same way.
-    outside: bool = False
-    # The daemon could not be asked about it: its state is unknown (the node failed, as
-    # far as anyone can tell, not the container).
-    unknown: bool = False
-
-    @property
-    def fault(self) -> Fault:
-        """The fault of a sandbox lost this way: the container's, or the node's when the
-        daemon could not be asked (sandbox.faults)."""
-        return NODE_FAULT if self.unknown else CONTAINER_FAULT
 
 
 # Exit codes of a container ended by a signal (128 + SIGKILL, 128 + SIGTERM).

@@ -3,12 +3,7 @@ its `fault` which part of the system failed (sandbox.faults)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, OTHER_FAULT, Fault
-
-if TYPE_CHECKING:
-    from sandbox.container_fate import Fate
+from sandbox.faults import CONTAINER_FAULT, NODE_FAULT, OTHER_FAULT, Fate, Fault
 
 
 class SandboxError(RuntimeError):

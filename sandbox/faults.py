@@ -20,11 +20,12 @@ sandbox and bench, so sandbox's own errors can carry theirs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CAUSES", "CONTAINER_FAULT", "NODE_FAULT", "OTHER_FAULT", "Cause", "Fault"]
+__all__ = ["CAUSES", "CONTAINER_FAULT", "NODE_FAULT", "OTHER_FAULT", "Cause", "Fate", "Fault"]
 
 # The model endpoint, one of the attempt's containers, the node (its Docker daemon,
 # address pool, memory), the golden replay, the rubric judge, or something else.
@@ -48,3 +49,27 @@ class Fault(BaseModel):
 CONTAINER_FAULT = Fault("container")
 NODE_FAULT = Fault("node")
 OTHER_FAULT = Fault("other")
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What became of one container of a set: `text` in words (as `describe`), and the
+    facts a caller decides on."""
+
+    role: str
+    text: str
+    own_memory_limit: bool = False  # OOM-killed by its own cgroup's memory limit
+    ended_at: float | None = None  # when it ended (epoch seconds, the daemon's), if known
+    # Ended from outside the set: SIGKILL or SIGTERM without its own memory limit hit
+    # (`docker kill`/`stop`, the host's OOM killer) or removed. Not a crash of its own
+    # (another exit code), not its own limit: those would end a new set the same way.
+    outside: bool = False
+    # The daemon could not be asked about it: its state is unknown (the node failed, as
+    # far as anyone can tell, not the container).
+    unknown: bool = False
+
+    @property
+    def fault(self) -> Fault:
+        """The fault of a sandbox lost this way: the container's, or the node's when the
+        daemon could not be asked (sandbox.faults)."""
+        return NODE_FAULT if self.unknown else CONTAINER_FAULT

@@ -38,7 +38,6 @@ from sandbox import runtime_volumes
 from sandbox.boots import BootGate
 from sandbox.cpu_weight import raise_to_running
 from sandbox.errors import SandboxError
-from sandbox.host_firewall import bridge_name
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
@@ -142,6 +141,7 @@ class SandboxProvider(abc.ABC):
         self.images = {}
         self.alive = 0  # checkouts begun and not closed yet (waiting for a sandbox, or holding one)
         self.held = 0  # of those, the ones holding their sandbox
+        self._held: set[int] = set()  # ids of the sessions handed out and not released
 
     async def start(self, run_id: str) -> None:  # noqa: B027 - optional hook
         """Once per run, before the first checkout."""
@@ -177,14 +177,31 @@ class SandboxProvider(abc.ABC):
         """Phase 2: the request's seed rows and policy documents in place."""
 
     async def checkout(self, request: SandboxRequest) -> SandboxSession:
-        """A prepared sandbox for one attempt (boot + prepare, or from a warm pool)."""
+        """A prepared sandbox for one attempt (boot + prepare, or from a warm pool); give
+        it back with `release` (`sandbox.open_sandbox` does both)."""
         self.alive += 1
         try:
             session = await self.prepare(await self.boot(request), request)
         except BaseException:
             self.alive -= 1
             raise
-        return _Counted(session, self)
+        return self._holding(session)
+
+    def _holding(self, session: SandboxSession) -> SandboxSession:
+        self.held += 1
+        self._held.add(id(session))
+        return session
+
+    async def release(self, session: SandboxSession) -> None:
+        """Close a checked-out session (its containers go) and give its slot back; once
+        per checkout, whatever closed the session before."""
+        try:
+            await session.close()
+        finally:
+            if id(session) in self._held:
+                self._held.discard(id(session))
+                self.alive -= 1
+                self.held -= 1
 
     async def ping(self) -> None:  # noqa: B027 - optional hook
         """Raise when the machinery that runs the containers does not answer."""
@@ -197,112 +214,6 @@ class SandboxProvider(abc.ABC):
 
     async def sweep(self, run_id: str | None = None) -> None:  # noqa: B027 - optional hook
         """Remove leftovers of `run_id` (None: every orphan of a dead process)."""
-
-
-class _Counted:
-    """A session that gives its slot in `provider.alive` back when closed."""
-
-    def __init__(self, session: SandboxSession, provider: SandboxProvider):
-        self._session = session
-        self._provider = provider
-        self._closed = False
-        provider.held += 1
-
-    @property
-    def servers(self) -> Mapping[str, str]:
-        return self._session.servers
-
-    @property
-    def timings(self) -> Mapping[str, float]:
-        return self._session.timings
-
-    def admin_dsn(self, domain: str) -> str:
-        return self._session.admin_dsn(domain)
-
-    @property
-    def server_headers(self) -> Mapping[str, str]:
-        return self._session.server_headers
-
-    @property
-    def interface(self) -> str | None:
-        return self._session.interface
-
-    @property
-    def containers(self) -> Mapping[str, str]:
-        return self._session.containers
-
-    @property
-    def network(self) -> str | None:
-        return self._session.network
-
-    @property
-    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
-        return self._session.tools
-
-    @property
-    def handle(self) -> AttemptHandle | None:
-        return self._session.handle
-
-    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
-        return await self._session.prepared_states(fingerprint)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self._session.close()
-        finally:
-            self._provider.alive -= 1
-            self._provider.held -= 1
-
-
-class DockerSession:
-    """A started `AsyncSandbox` behind the session interface."""
-
-    def __init__(self, sandbox: AsyncSandbox):
-        self.sandbox = sandbox
-
-    @property
-    def servers(self) -> Mapping[str, str]:
-        return self.sandbox.handle.servers
-
-    @property
-    def timings(self) -> Mapping[str, float]:
-        return self.sandbox.handle.timings
-
-    def admin_dsn(self, domain: str) -> str:
-        return self.sandbox.handle.pg.admin_dsn(domain)
-
-    @property
-    def server_headers(self) -> Mapping[str, str]:
-        return self.sandbox.handle.server_headers
-
-    @property
-    def interface(self) -> str | None:
-        return bridge_name(self.sandbox.handle.attempt_id)
-
-    @property
-    def containers(self) -> Mapping[str, str]:
-        return self.sandbox.handle.containers
-
-    @property
-    def network(self) -> str | None:
-        return self.sandbox.handle.network
-
-    @property
-    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
-        return self.sandbox.handle.tools
-
-    @property
-    def handle(self) -> AttemptHandle | None:
-        return self.sandbox.handle
-
-    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
-        return await asyncio.to_thread(self.sandbox.sandbox.prepared_states, fingerprint)
-
-    async def close(self) -> None:
-        await self.sandbox.__aexit__(None, None, None)
 
 
 def ping_daemon() -> None:
@@ -412,7 +323,7 @@ class DockerProvider(SandboxProvider):
             raise
         sandbox = AsyncSandbox.adopt(booted)
         sandbox.reaper = self.reaper
-        return DockerSession(sandbox)
+        return sandbox
 
     async def checkout(self, request: SandboxRequest) -> SandboxSession:
         session = await (self._from_pool(request) if self.warm_size else super().checkout(request))
@@ -420,7 +331,7 @@ class DockerProvider(SandboxProvider):
             # booted and prepared at a low CPU weight; an attempt's set runs at the normal one
             await asyncio.to_thread(raise_to_running, session.containers.values())
         except BaseException:
-            await asyncio.shield(session.close())
+            await asyncio.shield(self.release(session))
             raise
         return session
 
@@ -439,7 +350,7 @@ class DockerProvider(SandboxProvider):
             self.alive -= 1
             raise
         sandbox.reaper = self.reaper
-        return _Counted(DockerSession(sandbox), self)
+        return self._holding(sandbox)
 
     async def warm_up(self, request: SandboxRequest) -> SandboxPool:
         """The warm pool of `request`'s shape, started (booting its spares) if it was not.

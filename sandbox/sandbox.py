@@ -21,6 +21,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -510,7 +511,9 @@ class Sandbox:
 
 
 class AsyncSandbox:
-    """`async with AsyncSandbox(request) as sb:`; blocking Docker work runs in threads."""
+    """`async with AsyncSandbox(request) as sb:`; blocking Docker work runs in threads.
+    A started one is a `sandbox.provider.SandboxSession` (what `DockerProvider.checkout`
+    hands out): its fields are its handle's."""
 
     def __init__(self, request: SandboxRequest):
         self.sandbox = Sandbox(request)
@@ -532,6 +535,43 @@ class AsyncSandbox:
         if self.sandbox.handle is None:
             raise SandboxError("sandbox not started")
         return self.sandbox.handle
+
+    @property
+    def servers(self) -> Mapping[str, str]:
+        return self.handle.servers
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        return self.handle.timings
+
+    def admin_dsn(self, domain: str) -> str:
+        return self.handle.pg.admin_dsn(domain)
+
+    @property
+    def server_headers(self) -> Mapping[str, str]:
+        return self.handle.server_headers
+
+    @property
+    def interface(self) -> str | None:
+        return bridge_name(self.handle.attempt_id)
+
+    @property
+    def containers(self) -> Mapping[str, str]:
+        return self.handle.containers
+
+    @property
+    def network(self) -> str | None:
+        return self.handle.network
+
+    @property
+    def tools(self) -> Mapping[str, list[dict[str, Any]]]:
+        return self.handle.tools
+
+    async def prepared_states(self, fingerprint: str) -> Mapping[str, Any] | None:
+        return await asyncio.to_thread(self.sandbox.prepared_states, fingerprint)
+
+    async def close(self) -> None:
+        await self.__aexit__(None, None, None)
 
     async def __aenter__(self) -> AsyncSandbox:
         if self._started:

@@ -1,8 +1,9 @@
 """The one grading path: a terminal state (plus the tool calls, the final
 message and the rubric answers) against the task's golden end state.
 
-`tbx run`'s coordinator grades each `AttemptOutcome` with it, `tbx judge
-regrade` each recorded attempt. It runs where the golden end states live;
+`tbx run`'s coordinator grades each `AttemptOutcome` with it, `tbx env serve`
+each episode, `tbx session-proxy --record` each session (`judged`: no rubric is
+asked there) and `tbx judge regrade` each recorded attempt. It runs where the golden end states live;
 nothing of it enters a sandbox.
 """
 
@@ -75,10 +76,17 @@ async def grade(
     `skip_rubrics` judges a rubric task on state alone (and says so).
     `resource_limit`: the attempt's own load hit a limit (why): `limited`. Without
     it a terminal state is required (GradingError)."""
-    if resource_limit is not None:
-        return limited(bench, task, golden, terminal, calls, resource_limit, initial=initial, domain=domain)
-    if terminal is None:
-        raise GradingError(f"{task.id}: the attempt has no terminal state to grade")
+    if resource_limit is not None or terminal is None:  # no rubric is asked for either
+        return judged(
+            bench,
+            task,
+            golden,
+            terminal,
+            calls,
+            initial=initial,
+            domain=domain,
+            resource_limit=resource_limit,
+        )
     rubrics = task_rubrics(bench, task)
     skipped = bool(rubrics) and skip_rubrics
     if skipped:
@@ -91,6 +99,41 @@ async def grade(
             answers = await judge(rubrics, final_message or "")
         else:
             raise GradingError(no_judge)
+    return judged(
+        bench,
+        task,
+        golden,
+        terminal,
+        calls,
+        initial=initial,
+        domain=domain,
+        rubrics=rubrics,
+        answers=answers,
+        rubrics_skipped=skipped,
+    )
+
+
+def judged(
+    bench: Benchmark,
+    task: Task,
+    golden: GoldenState,
+    terminal: State | None,
+    calls: Sequence[ToolCallView],
+    *,
+    initial: State | None,
+    domain: str | None = None,
+    rubrics: Sequence[str] = (),
+    answers: list[RubricAnswer] | None = None,
+    rubrics_skipped: bool = False,
+    resource_limit: str | None = None,
+) -> Graded:
+    """The verdict once the rubric answers are in (`grade` asks for them; a caller that
+    asks none, such as the Session API's recorder whose harness keeps the rubrics, comes
+    here directly, in any thread). `resource_limit`: as in `grade`."""
+    if resource_limit is not None:
+        return limited(bench, task, golden, terminal, calls, resource_limit, initial=initial, domain=domain)
+    if terminal is None:
+        raise GradingError(f"{task.id}: the attempt has no terminal state to grade")
     verdict = decide(
         task.id,
         load_domain(domain or task.domain).tables,
@@ -98,7 +141,7 @@ async def grade(
         terminal,
         list(calls),
         initial=initial,
-        rubrics=rubrics,
+        rubrics=list(rubrics),
         rubric_answers=answers,
     )
-    return Graded(verdict=verdict, answers=answers, rubrics_skipped=skipped)
+    return Graded(verdict=verdict, answers=answers, rubrics_skipped=rubrics_skipped)

@@ -22,15 +22,13 @@ from pathlib import Path
 from bench.dataset import Benchmark, Task
 from bench.rollout.trajectory import ToolCall, Trajectory
 from bench.run.causes import fault_of
-from bench.run.grading import Graded, limited
+from bench.run.grading import judged
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
 from bench.session_api.server_config import parse_entry, task_key
 from bench.session_api.sessions import AGENT_NAME, Session
-from judge import decide
 from judge.records import AttemptRecord
 from sandbox.provider import image_digests
-from servers.registry import load_domain
 
 log = logging.getLogger(__name__)
 
@@ -138,34 +136,28 @@ class Recorder:
             metadata={"session_id": session.id},
         )
         outcome = outcome.model_copy(update={"trajectory": traj, "repeat": repeat, "task_id": task.id})
-        if session.error is None and outcome.resource_limit is not None and golden is not None:
-            # the client's own calls drove its sandbox over a limit: a failure, not a system error
-            graded = limited(
-                self.bench,
-                task,
-                golden,
-                outcome.terminal_state,
-                outcome.calls,
-                outcome.resource_limit,
-                initial=outcome.initial_state,
-                domain=entry.domain,
-            )
-            write_graded(self.output, task, record, outcome, graded, outcome.timings)
-            return
-        if session.error is not None or outcome.terminal_state is None or golden is None:
+        if (
+            session.error is not None
+            or golden is None
+            or (outcome.terminal_state is None and outcome.resource_limit is None)
+        ):
             cause = session.error or RuntimeError("the session ended without a terminal state")
             message = f"{cause.__class__.__name__}: {cause}"
             write_system_error(
                 self.output, task, record, traj, message, "", outcome.timings, fault=fault_of(cause)
             )
             return
-        verdict = decide(
-            task.id,
-            load_domain(entry.domain).tables,
+        # The one grading path; a limit the client's own calls drove its sandbox over is
+        # a failure (resource_limit), not a system error.
+        graded = judged(
+            self.bench,
+            task,
             golden,
             outcome.terminal_state,
             outcome.calls,
             initial=outcome.initial_state,
+            domain=entry.domain,
+            rubrics_skipped=bool(entry.rubrics_yesno),
+            resource_limit=outcome.resource_limit,
         )
-        graded = Graded(verdict=verdict, rubrics_skipped=bool(entry.rubrics_yesno))
         write_graded(self.output, task, record, outcome, graded, outcome.timings)

@@ -29,8 +29,7 @@ from bench.session_api.limits import BodyLimits, LimitedBodies
 from bench.session_api.record import Recorder
 from bench.session_api.sessions import Session, SessionTable
 from bench.web_guard import GuardPolicy, WebGuard
-from sandbox import SANDBOX_TIMEOUTS, DockerProvider, ProxyServer
-from sandbox.labels import new_id
+from sandbox import SANDBOX_TIMEOUTS, DockerProvider, ProxyServer, new_id
 from servers.registry import server_to_domain
 
 # Everyone's timeouts (sandbox.timeouts), but the proxy's call bound is no tighter than

@@ -49,8 +49,8 @@ from sandbox import (
     SandboxGoneError,
     SandboxProvider,
     ToolPolicy,
+    new_id,
 )
-from sandbox.labels import new_id
 from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import RESERVED_PREFIX
 

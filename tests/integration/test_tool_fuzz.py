@@ -43,7 +43,6 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.prepare import sandbox_request
 from sandbox import (
     AsyncSandbox,
-    DockerSession,
     ProxyServer,
     Registration,
     ToolPolicy,
@@ -267,9 +266,7 @@ def test_every_tool_survives_generated_arguments(domain: str, bench: Benchmark, 
             handle = sb.handle
             columns_before = _columns(handle.pg.admin_dsn(domain), domain)
             # Every tool the server lists (no allow-list): the fuzz covers more than one scenario shows.
-            reg = proxy.register(
-                register_request(DockerSession(AsyncSandbox.adopt(sb)), handle.attempt_id, ToolPolicy())
-            )
+            reg = proxy.register(register_request(AsyncSandbox.adopt(sb), handle.attempt_id, ToolPolicy()))
             caller = ToolCaller(reg)
             state = Fingerprint(handle.pg.admin_dsn(domain), domain)
             try:

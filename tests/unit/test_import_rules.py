@@ -175,3 +175,80 @@ def test_the_type_checkers_names_are_the_exported_names(package: str) -> None:
     # The TYPE_CHECKING block and _EXPORTS are the same list written twice
     # (one for mypy, one for the lazy lookup); this keeps them from drifting.
     assert type_checking_imports(package) == importlib.import_module(package)._EXPORTS
+
+
+def _from_imports(package: str, of: str) -> list[tuple[str, str, list[str]]]:
+    """(file, module, names) of every `from <of>.<sub> import names` in `package`."""
+    out = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith(of + ".")
+            ):
+                out.append((str(path.relative_to(REPO)), node.module or "", [a.name for a in node.names]))
+    return out
+
+
+def test_bench_takes_sandbox_public_names_from_the_package() -> None:
+    # A public name has one address (`sandbox.__all__`): a submodule path is the
+    # package's inside, free to move.
+    public = set(importlib.import_module("sandbox").__all__)
+    offenders = [
+        f"{path}: from {module} import {', '.join(sorted(set(names) & public))}"
+        for path, module, names in _from_imports("bench", "sandbox")
+        if set(names) & public
+    ]
+    assert offenders == []
+
+
+def _module_level_imports(path: Path, package: str) -> set[str]:
+    """The `package` modules a file imports at import time (TYPE_CHECKING blocks too:
+    a circle there is a circle in the design), not inside functions."""
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module == package:
+                    found.update(f"{package}.{a.name}" for a in node.names)
+                elif node.module.startswith(package + "."):
+                    found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith(package + "."))
+            elif isinstance(node, ast.If | ast.Try):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return found
+
+
+def test_the_sandbox_package_has_no_import_circle() -> None:
+    root = REPO / "sandbox"
+    modules = {
+        ".".join(("sandbox", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+        for p in root.rglob("*.py")
+    }
+    graph = {
+        m: {d for d in _module_level_imports(p, "sandbox") if d in modules and d != m}
+        for m, p in modules.items()
+    }
+    graph["sandbox"] = set()  # the package's own names load lazily (lazy_exports)
+    cycles: list[list[str]] = []
+
+    def walk(node: str, stack: list[str], done: set[str]) -> None:
+        if node in stack:
+            cycles.append([*stack[stack.index(node) :], node])
+            return
+        if node in done:
+            return
+        for dep in sorted(graph[node]):
+            walk(dep, [*stack, node], done)
+        done.add(node)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        walk(module, [], done)
+    assert cycles == []
