@@ -149,7 +149,13 @@ def docker_figures(client: docker.DockerClient, run_id: str | None, root: int | 
 def daemon_cpu() -> float:
     """CPU seconds of the Docker daemon's processes (dockerd, containerd, the shims,
     fuse-overlayfs), with what they reaped (runc runs, iptables)."""
-    total = 0.0
+    return sum(daemon_cpus().values())
+
+
+def daemon_cpus() -> dict[int, float]:
+    """`daemon_cpu` per process: a window's figure sums each pid's growth, since the shims
+    and mounts come and go with the containers (a sum of the live ones can fall)."""
+    out: dict[int, float] = {}
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
@@ -159,8 +165,8 @@ def daemon_cpu() -> float:
             s = _stat(int(p.name))
         except OSError:
             continue
-        total += (int(s[11]) + int(s[12]) + int(s[13]) + int(s[14])) / TCK
-    return total
+        out[int(p.name)] = (int(s[11]) + int(s[12]) + int(s[13]) + int(s[14])) / TCK
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -231,6 +237,8 @@ class CpuLedger:
 
         self.root, self.run_id, self.every, self.discover = root, run_id, every, discover
         self.seen: dict[str, float] = {}  # container id -> CPU seconds, last read
+        self.daemon_seen: dict[int, float] = {}  # daemon pid -> CPU seconds, last read
+        self.daemon_first: dict[int, float] = {}
         self.first: dict[str, float] = {}  # container id -> CPU seconds when first read
         self.known: set[str] = set()
         self._stop = threading.Event()
@@ -243,6 +251,9 @@ class CpuLedger:
             self.known.add(c.id)
 
     def _read(self) -> None:
+        for pid, used in daemon_cpus().items():
+            self.daemon_seen[pid] = used
+            self.daemon_first.setdefault(pid, used)
         for cid in list(self.known):
             cpu = container_cpu(cid)
             if cpu is None:
@@ -270,7 +281,8 @@ class CpuLedger:
         self._read()
         self.before = dict(self.seen)  # containers alive at the start: only what they use from now
         self.t0 = time.monotonic()
-        self.tbx0, self.daemon0, self.machine0 = tree_cpu(self.root), daemon_cpu(), busy_cpu()
+        self.daemon_before = dict(self.daemon_seen)
+        self.tbx0, self.machine0 = tree_cpu(self.root), busy_cpu()
         self._thread.start()
         return self
 
@@ -282,14 +294,20 @@ class CpuLedger:
         self._find()
         self._read()
         self.wall = time.monotonic() - self.t0
-        self.tbx1, self.daemon1, self.machine1 = tree_cpu(self.root), daemon_cpu(), busy_cpu()
+        self.tbx1, self.machine1 = tree_cpu(self.root), busy_cpu()
 
     def totals(self) -> dict[str, float]:
         containers = sum(cpu - self.before.get(cid, 0.0) for cid, cpu in self.seen.items())
         return {
             "tbx": round(self.tbx1 - self.tbx0, 2),
             "containers": round(containers, 2),
-            "daemon": round(self.daemon1 - self.daemon0, 2),
+            "daemon": round(
+                sum(
+                    cpu - self.daemon_before.get(pid, self.daemon_first[pid])
+                    for pid, cpu in self.daemon_seen.items()
+                ),
+                2,
+            ),
             "machine": round(self.machine1 - self.machine0, 2),
             "wall": round(self.wall, 2),
             "container_count": len(self.seen),
