@@ -52,7 +52,8 @@ def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
             session = await provider.checkout(request)
             try:
                 held = [_shares(cid) for cid in session.containers.values()]
-                while provider.pools["retail"].booted < 1:  # a spare for the next checkout
+                pool = await provider.warm_up(request)  # the pool of the request's shape
+                while pool.booted < 1:  # a spare for the next checkout
                     await asyncio.sleep(0.1)
                 mine = set(session.containers.values())
                 spare = [
@@ -61,7 +62,7 @@ def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
                     if c.id not in mine
                 ]
             finally:
-                await session.close()
+                await provider.release(session)
             return held, spare
         finally:
             await provider.close()
