@@ -16,10 +16,7 @@ from typing import Any
 from bench.dataset import default_root, load_benchmark
 from bench.replay.conformance import compare, golden_canonical, load_traces
 from bench.replay.sandboxed import ReplayOutcome, replay_task
-from sandbox.labels import new_id
-from sandbox.pool import SandboxPool
-from sandbox.sandbox import resolve_images
-from sandbox.sweeper import leftovers, sweep
+from sandbox import DockerProvider, SandboxProvider, leftovers, new_id, resolve_images, sweep
 
 PHASES = ("sandbox_start", "initial_dump", "replay", "final_dump", "teardown")
 
@@ -33,24 +30,25 @@ async def measure(
     outcomes: list[ReplayOutcome] = []
     mismatched = 0
 
-    async def one(task: Any, trace: Any, pool: SandboxPool | None) -> None:
+    async def one(task: Any, trace: Any, provider: SandboxProvider) -> None:
         nonlocal mismatched
         async with sem:
             calls = [(c["tool"], c["parameters"]) for c in trace.calls]
-            out = await replay_task(bench, task, calls, run_id=run_id, images=images, pool=pool)
+            out = await replay_task(bench, task, calls, run_id=run_id, images=images, provider=provider)
             outcomes.append(out)
             if compare(out, trace, golden_canonical(traces_dir, task.id)):
                 mismatched += 1
 
     t0 = time.monotonic()
     try:
-        if pooled:
-            async with SandboxPool(
-                [pairs[0][0].domain], concurrency, typesense=False, run_id=run_id, images=images
-            ) as pool:
-                await asyncio.gather(*(one(t, tr, pool) for t, tr in pairs))
-        else:
-            await asyncio.gather(*(one(t, tr, None) for t, tr in pairs))
+        # Through the one sandbox path, as `tbx conformance`: a warm pool planned for the
+        # tasks, or cold sets.
+        provider = DockerProvider(warm=concurrency if pooled else 0)
+        provider.plan({pairs[0][0].domain: len(pairs)})
+        try:
+            await asyncio.gather(*(one(t, tr, provider) for t, tr in pairs))
+        finally:
+            await provider.close()
     finally:
         await asyncio.to_thread(sweep, run_id)
     wall = time.monotonic() - t0

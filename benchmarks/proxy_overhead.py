@@ -49,7 +49,14 @@ sys.path.insert(0, str(REPO))
 from bench.dataset import default_root, load_benchmark  # noqa: E402
 from bench.prepare import initial_state, sandbox_request  # noqa: E402
 from bench.run.attempt import task_tool_policy  # noqa: E402
-from sandbox import ProxyServer, RegisterRequest, Registration, proxy_client, upstream_client  # noqa: E402
+from sandbox import (  # noqa: E402
+    AsyncSandbox,
+    ProxyServer,
+    Registration,
+    proxy_client,
+    register_request,
+    upstream_client,
+)
 from sandbox.proxy.admin import AdminClient  # noqa: E402
 from sandbox.sandbox import Sandbox  # noqa: E402
 from sandbox.sweeper import sweep  # noqa: E402
@@ -170,7 +177,7 @@ def main() -> int:
         with Sandbox(request) as sb:
             assert sb.handle is not None
             direct_url, direct_headers = sb.handle.servers[task.domain], sb.handle.server_headers
-            registration = RegisterRequest.for_sandbox(sb.handle, policy)
+            registration = register_request(AsyncSandbox.adopt(sb), sb.attempt_id, policy)
             for mode, fast, label in (
                 ("inproc", True, "proxy in-process (background thread), relay path"),
                 ("sdk", False, "proxy in-process, SDK path (MCP Server + upstream mcp.Client)"),

@@ -37,12 +37,14 @@ from bench.rollout.harness.approval import refusal
 from bench.run.attempt import AttemptOutcome, task_tool_policy
 from judge import GoldenState, compute_effects
 from sandbox import (
+    AsyncSandbox,
     ProxyServer,
     RegisterRequest,
     Registration,
     leftovers,
     new_id,
     proxy_client,
+    register_request,
     upstream_client,
 )
 from sandbox.sandbox import Sandbox
@@ -243,7 +245,9 @@ def test_the_servers_publish_the_marking_as_tool_annotations() -> None:
         async with upstream_client(sb.handle.servers["retail"], sb.handle.server_headers) as direct:
             served = list((await direct.list_tools()).tools)
         with ProxyServer() as proxy:
-            reg = proxy.register(RegisterRequest.for_sandbox(sb.handle, task_tool_policy(bench, task)))
+            reg = proxy.register(
+                register_request(AsyncSandbox.adopt(sb), sb.attempt_id, task_tool_policy(bench, task))
+            )
             async with proxy_client(reg) as client:
                 relayed = list((await client.list_tools()).tools)
         return served, relayed

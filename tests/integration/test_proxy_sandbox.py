@@ -26,11 +26,13 @@ from bench.prepare import TaskPreparation, sandbox_request
 from bench.run.attempt import task_tool_policy
 from judge.canonical import dump_dsn
 from sandbox import (
+    AsyncSandbox,
     ProxyServer,
-    RegisterRequest,
     Registration,
     SandboxGoneError,
+    ToolPolicy,
     proxy_client,
+    register_request,
     upstream_client,
 )
 from sandbox.docker_client import docker_client
@@ -83,7 +85,7 @@ def proxy() -> Iterator[ProxyServer]:
 def _register(proxy: ProxyServer, bench: Benchmark, task: Task, sb: Sandbox, **kw: Any) -> Registration:
     assert sb.handle is not None
     policy = task_tool_policy(bench, task).model_copy(update=kw)
-    return proxy.register(RegisterRequest.for_sandbox(sb.handle, policy))
+    return proxy.register(register_request(AsyncSandbox.adopt(sb), sb.attempt_id, policy))
 
 
 def _rows(sb: Sandbox, domain: str, table: str) -> list[dict[str, Any]]:
@@ -282,7 +284,9 @@ async def test_a_vanished_sandbox_is_refused_and_nothing_relayed(bench: Benchmar
             ProxyServer() as proxy,
         ):
             assert sb.handle is not None
-            reg = proxy.register(RegisterRequest.for_sandbox(sb.handle, task_tool_policy(bench, task)))
+            reg = proxy.register(
+                register_request(AsyncSandbox.adopt(sb), sb.attempt_id, task_tool_policy(bench, task))
+            )
             order_id = _rows(sb, "retail", ORDERS)[0]["id"]
             async with proxy_client(reg) as client:
                 assert not (await client.call_tool("get_order", {"order_id": order_id})).is_error
@@ -302,7 +306,7 @@ async def test_a_vanished_sandbox_is_refused_and_nothing_relayed(bench: Benchmar
             assert len(proxy.calls(reg.token)) == recorded  # nothing relayed, nothing recorded
             # a registration against a sandbox that is gone is refused outright
             with pytest.raises(SandboxGoneError, match="no longer exists"):
-                proxy.register(RegisterRequest.for_sandbox(sb.handle))
+                proxy.register(register_request(AsyncSandbox.adopt(sb), sb.attempt_id, ToolPolicy()))
             proxy.unregister(reg.token)
     finally:
         sweep(run=run_id)
@@ -363,7 +367,9 @@ async def test_a_set_booted_under_the_watch_registers_without_asking_docker(
                 time.sleep(0.05)
             with Sandbox(sandbox_request(bench, task, typesense=False, run_id=run_id)) as sb:
                 assert sb.handle is not None and sb.handle.network is not None
-                request = RegisterRequest.for_sandbox(sb.handle, task_tool_policy(bench, task))
+                request = register_request(
+                    AsyncSandbox.adopt(sb), sb.attempt_id, task_tool_policy(bench, task)
+                )
                 deadline = time.monotonic() + 10  # the stream's events arrive a little after the boot
                 while not proxy.registry.watch().known_alive(request.containers, request.network):
                     assert time.monotonic() < deadline, "the watch did not see the set boot"
