@@ -46,9 +46,11 @@ def test_ci_soak_every_attempt_once_kills_retried_nothing_left(tmp_path: Path) -
     assert proc.returncode == 0
     details = summary["details"]
     assert details["oracle_rows"] == 12 and details["chaos_rows"] == 12  # 4 tasks x 3 repeats each
-    # The kills landed on attempts in flight: their tries were system errors, retried. A kill
-    # that struck a set in teardown is not counted and another is made (at most 3 x 2 in all).
-    assert 2 <= summary["kills"] <= 6 and details["killed_retried"] >= 1, details
+    # The kills landed on attempts' sets. Each costs at most one retried try: a set killed
+    # before its attempt used it is replaced at no cost, one killed mid-attempt is retried
+    # (tests/integration/test_kill_per_phase.py holds each phase to its cost). A kill that
+    # struck a set in teardown is not counted and another is made (at most 3 x 2 in all).
+    assert 2 <= summary["kills"] <= 6, details
     # Per try killed (two kills may strike two containers of one try): each accounted for.
     assert 1 <= details["killed"] <= summary["kills"]
     assert (
