@@ -67,10 +67,15 @@ async def lost_container(session: SandboxSession) -> str | None:
     return None if fate is None else fate.text
 
 
-async def lost_after(session: SandboxSession, exc: BaseException) -> Fate | None:
-    """`lost_fate_of`, asked again after a failed connection to the set's database
-    until the daemon has had LOSS_GRACE seconds to record an exit."""
-    deadline = time.monotonic() + (LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0)
+async def lost_after(
+    session: SandboxSession, exc: BaseException | None = None, *, grace: float | None = None
+) -> Fate | None:
+    """`lost_fate_of`, asked again for `grace` seconds (default: LOSS_GRACE after a failed
+    connection to the set's database, else not again): the daemon records a killed
+    container's exit after the connections it broke have failed."""
+    if grace is None:
+        grace = LOSS_GRACE if isinstance(exc, psycopg.OperationalError) else 0.0
+    deadline = time.monotonic() + grace
     while True:
         lost = await lost_fate_of(session)
         if lost is not None or time.monotonic() >= deadline:

@@ -150,8 +150,7 @@ async def _hold(
 ) -> str | None:
     """The sandbox through the one sandbox path, registered with `proxy`, until a stop
     signal (None) or until the proxy's watch sees it vanish (what vanished)."""
-    from bench.run.lifecycle import register_request
-    from sandbox import DockerProvider, open_sandbox
+    from sandbox import DockerProvider, open_sandbox, register_request
 
     provider = DockerProvider(teardown_inline=True)  # Ctrl-C returns once it is all gone
     async with open_sandbox(provider, request, label="tbx up") as session:

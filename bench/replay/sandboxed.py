@@ -29,7 +29,7 @@ from sandbox import (
     SandboxSession,
     open_sandbox,
 )
-from sandbox.checkout import LOSS_GRACE, LOSS_POLL, lost_fate_of
+from sandbox.checkout import LOSS_GRACE, lost_after
 
 __all__ = ["ReplayOutcome", "replay_in_sandbox", "replay_task"]
 
@@ -82,14 +82,9 @@ async def _raise_if_lost(session: SandboxSession, label: str, exc: Exception | N
     """SandboxGoneError naming a container of `session` found dead, asked until the daemon
     has had LOSS_GRACE seconds to record an exit (a call breaks as its server or database
     dies, before the daemon has recorded it)."""
-    deadline = time.monotonic() + LOSS_GRACE
-    while True:
-        lost = await lost_fate_of(session)
-        if lost is not None:
-            raise SandboxGoneError(f"{label}: sandbox gone: {lost.text}") from exc
-        if time.monotonic() >= deadline:
-            return
-        await asyncio.sleep(LOSS_POLL)
+    lost = await lost_after(session, exc, grace=LOSS_GRACE)
+    if lost is not None:
+        raise SandboxGoneError(f"{label}: sandbox gone: {lost.text}", fault=lost.fault) from exc
 
 
 async def replay_task(

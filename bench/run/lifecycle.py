@@ -57,7 +57,7 @@ from sandbox.checkout import lost_container, lost_fate_of
 from sandbox.proxy.loss import Loss, agent_load
 from sandbox.proxy.models import ResourceLimitHit
 
-__all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt", "register_request"]
+__all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt"]
 
 LOSS_WAIT = 5.0  # seconds a call that lost its server waits for the proxy's word on whose loss it was
 

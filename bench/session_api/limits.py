@@ -36,7 +36,7 @@ from bench.defaults import MAX_BODY_MIB
 
 MIB = 2**20
 MAX_BODY = MAX_BODY_MIB * MIB
-BODY_BUDGET = 8 * MAX_BODY  # bodies being read at once, all requests together
+BODIES_AT_ONCE = 8  # the budget of bodies being read at once, all requests together: this many of the largest
 HEAD_TIMEOUT = 10.0  # s
 BODY_TIMEOUT = 30.0  # s; the largest body at 140 KB/s
 BUSY_RETRY_AFTER = 1  # s: bodies in flight drain within a few seconds
@@ -51,8 +51,14 @@ PARSE_BREATH = 0.01
 
 class BodyLimits(BaseModel):
     max_body: int = Field(default=MAX_BODY, gt=0)
-    budget: int = Field(default=BODY_BUDGET, gt=0)
+    # Bytes of bodies read at once (None: BODIES_AT_ONCE of the largest, so a larger
+    # --max-body never makes a body that fits the limit unable to fit the budget).
+    budget: int | None = Field(default=None, gt=0)
     body_timeout: float = Field(default=BODY_TIMEOUT, gt=0)
+
+    @property
+    def in_flight(self) -> int:
+        return self.budget if self.budget is not None else BODIES_AT_ONCE * self.max_body
 
 
 class _Refusal(Exception):
@@ -102,7 +108,7 @@ class LimitedBodies:
     def __init__(self, app: ASGIApp, limits: BodyLimits | None = None):
         self.app = app
         self.limits = limits or BodyLimits()
-        self.budget = _Budget(self.limits.budget)
+        self.budget = _Budget(self.limits.in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

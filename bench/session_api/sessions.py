@@ -332,7 +332,7 @@ class SessionTable:
                 reply = await self.proxy.acall(held.live.token, name, arguments, session.pools)
             except SandboxGoneError as exc:  # the watch saw the loss: say so
                 await held.check_call(name, mark)
-                raise held.lose(f"tool call {name}", str(exc)) from None
+                raise held.lose(f"tool call {name}", str(exc), exc.fault) from None
             # A failed or error reply may be a dead container's doing: a server whose database
             # was killed mid-call answers its ordinary error object. The loss is the answer (400).
             await held.check_call(name, mark)
@@ -374,7 +374,7 @@ class SessionTable:
             if loss is None:
                 raise ApiError(f"reading the session's state failed: {exc}", 500) from None
             if not loss.agent_load:
-                held.lose("reading the state", loss.cause)  # the session ends as this loss
+                held.lose("reading the state", loss.cause, loss.fault)  # the session ends as this loss
                 raise ApiError(f"the session's sandbox is gone ({loss.cause})", lost_status) from None
             result = None  # its own calls took the database down: effects without a result state
         return effects_object(
