@@ -232,6 +232,9 @@ class AttemptRecord(BaseModel):
     initial_state_path: str | None = None
     terminal_state: State | None = None
     terminal_state_path: str | None = None
+    # Calls replayed before the agent had the episode (an OpenEnv reset's or a Session API
+    # create's `prefix`, or a fork's calls so far), in order; `trajectory` holds the agent's own.
+    prefix: list[ToolCallView] = Field(default_factory=list)
     trajectory: list[ToolCallView] = Field(default_factory=list)
     final_message: str | None = None
     rubric_answers: list[RubricAnswer] | None = None
