@@ -6,7 +6,14 @@ psql, servers (the direct server endpoints) with server_headers (the header
 they demand), and the whole attempt handle.
 
 The proxy watches the sandbox: if its containers or network vanish (a `tbx gc`
-from another shell, a daemon restart), `tbx up` says so and exits 1."""
+from another shell, a daemon restart), `tbx up` says so and exits 1.
+
+`tbx up --from RUN_DIR ATTEMPT [--step N]` brings a recorded attempt's state back
+(bench.run.revive): the sandbox prepared as the attempt's was, its first N recorded
+calls (default all) replayed through the proxy, each printed with whether its reply
+equals the recorded one. After a full replay the canonical hash is checked against the
+recorded terminal state: a difference prints the first differing table and row and
+exits 1 (after tearing the sandbox down) unless --keep-on-mismatch keeps it up anyway."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from bench.cli.signals import run_async, stop_signals_as_interrupt
 from sandbox.labels import ORPHAN_TTL
 
 if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
+    from bench.run.revive import RevivalPlan, Revived
     from sandbox import AttemptHandle, ProxyServer, Registration, SandboxRequest, ToolPolicy
 
 
@@ -82,11 +90,12 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
     return "\n".join(lines)
 
 
-def endpoints_json(handle: AttemptHandle, reg: Registration) -> str:
-    """The one JSON line of `tbx up --json`."""
+def endpoints_json(handle: AttemptHandle, reg: Registration, extra: dict[str, Any] | None = None) -> str:
+    """The one JSON line of `tbx up --json` (`extra`: --from's replayed calls and check)."""
     first = next(iter(handle.servers))
     return json.dumps(
         {
+            **(extra or {}),
             "mcp_url": reg.url,
             "token": reg.token,
             "authorization": f"Bearer {reg.token}",
@@ -107,7 +116,29 @@ def endpoints_json(handle: AttemptHandle, reg: Registration) -> str:
 def register(sub: Any) -> None:
     up = sub.add_parser("up", help="start one sandbox and keep it until Ctrl-C")
     up.add_argument(
-        "task", nargs="?", help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001"
+        "task",
+        nargs="?",
+        help="task id, e.g. sandbox_external_retail_group1.py:test_case_ST002_001; with --from: the "
+        "attempt (its id as tbx view shows it, or TASK#REPEAT)",
+    )
+    up.add_argument(
+        "--from",
+        dest="from_run",
+        metavar="RUN_DIR",
+        help="bring back an attempt of this run directory (tbx run --out, env serve --out, "
+        "session-proxy --record): seeded as it started, its recorded calls replayed through the proxy",
+    )
+    up.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="with --from: replay only the first N recorded calls (0: the initial state; default: all)",
+    )
+    up.add_argument(
+        "--keep-on-mismatch",
+        action="store_true",
+        help="with --from: keep the sandbox up when the replayed end state differs from the recorded one "
+        "(default: report the first difference, tear down, exit 1)",
     )
     up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET)")
     up.add_argument("--pg-seed", help="JSON file {table: [rows]} to seed instead of a task")
@@ -128,6 +159,10 @@ def up_command(args: argparse.Namespace) -> int:
     sweep(older_than=ORPHAN_TTL, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
     policy = ToolPolicy()  # --pg-seed: every tool the server lists
+    if args.from_run is not None:
+        return _up_from(args, kwargs)
+    if args.step is not None or args.keep_on_mismatch:
+        raise SystemExit("tbx up: --step and --keep-on-mismatch go with --from RUN_DIR ATTEMPT")
     if args.pg_seed:
         request = _request_from_seed_file(Path(args.pg_seed), args.domain, **kwargs)
     elif args.task:
@@ -170,3 +205,138 @@ async def _hold(
             flush=True,
         )
     return gone
+
+
+def _up_from(args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
+    from bench.run.revive import plan_revival
+    from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
+
+    if not args.task:
+        raise SystemExit(
+            "tbx up: --from RUN_DIR needs the ATTEMPT (its id as tbx view shows it, or TASK#REPEAT)"
+        )
+    if args.pg_seed:
+        raise SystemExit("tbx up: --from and --pg-seed exclude each other")
+    run_dir = Path(args.from_run)
+    plan = plan_revival(
+        run_dir,
+        args.task,
+        args.step,
+        dataset=Path(args.dataset) if args.dataset else None,
+        typesense=kwargs["typesense"],
+        limits=kwargs["limits"],
+    )
+    proxy = ProxyServer(
+        port=args.proxy_port or 0,
+        call_timeout=args.call_timeout or DEFAULT_CALL_TIMEOUT,
+    )
+    code = 0
+    with stop_signals_as_interrupt(), proxy, contextlib.suppress(KeyboardInterrupt):
+        code = run_async(_hold_revived(plan, proxy, as_json=args.json, keep=args.keep_on_mismatch))
+    return code
+
+
+def revival_lines(revived: Revived) -> list[str]:
+    """What `tbx up --from` prints before `describe`: the calls replayed and the checks."""
+    from bench.terminal_text import printable
+
+    plan = revived.plan
+    lines = [
+        f"attempt {printable(plan.attempt_id)} ({printable(plan.task_id)}#{plan.repeat}) of {printable(plan.run_dir)}: "
+        f"initial state as recorded ({revived.initial.recorded_hash[:12]}); "
+        f"{plan.step} of {len(plan.calls)} recorded calls replayed through the proxy "
+        f"in {revived.timings.get('replay', 0.0):.2f}s"
+    ]
+    for c in revived.replayed:
+        status = "ok" if c.ok else "error"
+        if c.ok != c.recorded_ok:
+            status += f" (recorded: {'ok' if c.recorded_ok else 'error'})"
+        lines.append(
+            f"  #{c.index:<3} {printable(c.tool)}  {status}  "
+            f"{'reply as recorded' if c.same_reply else 'reply differs from the recorded one'}"
+            + ("  [prefix]" if c.prefix else "")
+        )
+    check = revived.check
+    if check is not None and check.matched:
+        lines.append(
+            f"end state: canonical hash {check.replayed_hash[:12]} equals the recorded terminal state"
+        )
+    elif check is not None:
+        lines.append(mismatch_text(revived))
+    elif plan.full:
+        lines.append(
+            "end state: no terminal state was recorded (a limit took the database down): not checked"
+        )
+    else:
+        lines.append(
+            f"the state after call {plan.step}: no recorded state to check it against (only the end is recorded)"
+        )
+    return lines
+
+
+def mismatch_text(revived: Revived) -> str:
+    from bench.terminal_text import printable
+
+    check = revived.check
+    assert check is not None
+    diff = check.first_difference
+    return printable(
+        f"MISMATCH: the replayed end state (hash {check.replayed_hash[:12]}) differs from the recorded terminal "
+        f"state (hash {check.recorded_hash[:12]}); first difference: {diff.describe() if diff else 'none found'}"
+    )
+
+
+def revival_json(revived: Revived) -> dict[str, Any]:
+    plan = revived.plan
+    return {
+        "from": {
+            "run_dir": str(plan.run_dir),
+            "attempt_id": plan.attempt_id,
+            "task_id": plan.task_id,
+            "repeat": plan.repeat,
+            "step": plan.step,
+            "calls": len(plan.calls),
+            "prefix": plan.prefix,
+        },
+        "replayed": [c.model_dump(mode="json") for c in revived.replayed],
+        "initial_check": revived.initial.model_dump(mode="json"),
+        "check": None if revived.check is None else revived.check.model_dump(mode="json"),
+        "timings": {k: round(v, 4) for k, v in revived.timings.items()},
+    }
+
+
+async def _hold_revived(plan: RevivalPlan, proxy: ProxyServer, *, as_json: bool, keep: bool) -> int:
+    """Like `_hold`, for a revived attempt: 0 after a stop signal, 1 when the proxy's watch
+    saw it vanish or (without `keep`) when the replayed end state is not the recorded one."""
+    from bench.run.revive import revived
+    from sandbox import DockerProvider
+
+    provider = DockerProvider(teardown_inline=True)  # Ctrl-C returns once it is all gone
+    async with revived(plan, provider, proxy) as live:
+        reg = live.registration
+        handle = live.session.handle
+        assert handle is not None, "a Docker sandbox has its endpoints"
+        mismatch = live.check is not None and not live.check.matched
+        if as_json:
+            print(endpoints_json(handle, reg, revival_json(live)), flush=True)
+        else:
+            print("\n".join(revival_lines(live)), flush=True)
+        if mismatch:
+            print(f"tbx up: {mismatch_text(live)}", file=sys.stderr, flush=True)
+            if not keep:
+                print("tbx up: tearing down (--keep-on-mismatch keeps it up)", file=sys.stderr, flush=True)
+                return 1
+        if not as_json:
+            print(describe(handle, reg), flush=True)
+        try:
+            while (gone := proxy.gone(reg.token)) is None:
+                await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            print("tearing down ...", file=sys.stderr, flush=True)
+            raise
+        print(
+            f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
+            file=sys.stderr,
+            flush=True,
+        )
+    return 1

@@ -25,6 +25,7 @@ from bench.run.causes import fault_of
 from bench.run.grading import judged
 from bench.run.output import RunOutput, dataset_hash, write_manifest
 from bench.run.recording import write_graded, write_system_error
+from bench.run.revive import SEED_SUFFIX, SessionSeed, write_session_seed
 from bench.session_api.server_config import parse_entry, task_key
 from bench.session_api.sessions import AGENT_NAME, Session
 from judge.records import AttemptRecord
@@ -109,6 +110,17 @@ class Recorder:
             )
             self._manifest = True
         task = self.task_of(session)
+        if task.id == session.task_id:  # no benchmark task: its preparation, for `tbx up --from`
+            write_session_seed(
+                self.output.out / "states" / f"{outcome.attempt_id}{SEED_SUFFIX}",
+                SessionSeed(
+                    server=entry.server,
+                    domain=entry.domain,
+                    rows=entry.rows,
+                    sources=entry.sources,
+                    available_tools=list(session.available),
+                ),
+            )
         repeat = self._repeat(task)
         record = AttemptRecord(
             task_id=task.id,
