@@ -210,7 +210,12 @@ class AttemptOutcome(BaseModel):
     task_id: str
     domain: str
     repeat: int
-    calls: list[ToolCallView] = Field(default_factory=list)  # as the session proxy recorded them
+    calls: list[ToolCallView] = Field(
+        default_factory=list
+    )  # the driver's own, as the session proxy recorded them
+    # Calls replayed through the proxy before the driver had the attempt (bench.run.prefix:
+    # a reset's or a create's prefix, a fork's calls so far), as recorded; kept out of `calls`.
+    prefix: list[ToolCallView] = Field(default_factory=list)
     trajectory: Trajectory | None = None
     initial_state: State | None = None
     terminal_state: State | None = None

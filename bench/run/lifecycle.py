@@ -203,7 +203,8 @@ async def open_attempt(
             # A call that lost its server means a loss is coming: wait for the watch's word.
             lost_server = any(c.outcome == "upstream_error" for c in recorded)
             loss = await live.loss(wait=True) if lost_server else proxy.loss(reg.token)
-            outcome.calls = call_views(await proxy.aunregister(reg.token))
+            # The first calls were a replayed prefix (bench.run.prefix), kept as outcome.prefix.
+            outcome.calls = call_views(await proxy.aunregister(reg.token))[len(outcome.prefix) :]
             if loss is not None and not loss.agent_load:  # whatever the body saw, this is the cause
                 raise SandboxGoneError(
                     f"attempt {spec.attempt_id}: {loss.cause}", fault=loss.fault

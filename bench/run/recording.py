@@ -57,6 +57,7 @@ def write_graded(
             f"{record.attempt_id}.terminal", outcome.terminal_state
         )
     record.resource_limit = outcome.resource_limit
+    record.prefix = outcome.prefix
     record.trajectory = outcome.calls
     record.final_message = outcome.final_message
     record.rubric_answers = graded.answers
@@ -82,6 +83,8 @@ def write_graded(
             "rubrics_skipped": graded.rubrics_skipped,
             **_retry_fields(retried),
             **({"node": outcome.node} if outcome.node else {}),
+            # started part-way: this many calls were replayed before the agent had it
+            **({"prefix_calls": len(outcome.prefix)} if outcome.prefix else {}),
         }
     )
     output.append(output.results, row.to_json_line())

@@ -96,7 +96,7 @@ async def grade_record(
             task,
             golden,
             terminal,
-            record.trajectory,
+            record.prefix + record.trajectory,  # every call that made the state (a prefix's too)
             initial=initial,
             final_message=record.final_message,
             domain=record.domain,

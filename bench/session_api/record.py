@@ -166,7 +166,7 @@ class Recorder:
             task,
             golden,
             outcome.terminal_state,
-            outcome.calls,
+            outcome.prefix + outcome.calls,  # every call that made the state (a prefix's too)
             initial=outcome.initial_state,
             domain=entry.domain,
             rubrics_skipped=bool(entry.rubrics_yesno),
