@@ -156,13 +156,13 @@ def register(sub: Any) -> None:
 def up_command(args: argparse.Namespace) -> int:
     from sandbox import DEFAULT_CALL_TIMEOUT, Limits, ProxyServer, ToolPolicy, sweep
 
-    sweep(older_than=ORPHAN_TTL, orphans=True)
     kwargs: dict[str, Any] = {"typesense": not args.no_typesense, "limits": Limits(runtime=args.runtime)}
-    policy = ToolPolicy()  # --pg-seed: every tool the server lists
     if args.from_run is not None:
-        return _up_from(args, kwargs)
+        return _up_from(args, kwargs)  # reads the run (bad input fails fast) before it sweeps
     if args.step is not None or args.keep_on_mismatch:
         raise SystemExit("tbx up: --step and --keep-on-mismatch go with --from RUN_DIR ATTEMPT")
+    sweep(older_than=ORPHAN_TTL, orphans=True)
+    policy = ToolPolicy()  # --pg-seed: every tool the server lists
     if args.pg_seed:
         request = _request_from_seed_file(Path(args.pg_seed), args.domain, **kwargs)
     elif args.task:
@@ -209,7 +209,7 @@ async def _hold(
 
 def _up_from(args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
     from bench.run.revive import plan_revival
-    from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer
+    from sandbox import DEFAULT_CALL_TIMEOUT, ProxyServer, sweep
 
     if not args.task:
         raise SystemExit(
@@ -226,6 +226,7 @@ def _up_from(args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
         typesense=kwargs["typesense"],
         limits=kwargs["limits"],
     )
+    sweep(older_than=ORPHAN_TTL, orphans=True)
     proxy = ProxyServer(
         port=args.proxy_port or 0,
         call_timeout=args.call_timeout or DEFAULT_CALL_TIMEOUT,

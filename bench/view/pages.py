@@ -11,7 +11,8 @@ so the site opens from file:// and can be moved as one directory.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -284,19 +285,66 @@ def _arguments(raw: Any) -> str:
     return _e(flat if len(flat) <= 100 else _pretty(raw))
 
 
-def _reply(tool: str, result: str, failed: bool, latency_ms: float | None, note: str = "") -> str:
+def _reply(
+    tool: str, result: str, failed: bool, latency_ms: float | None, note: str = "", after: str = ""
+) -> str:
     badge = '<span class="badge">error</span>' if failed else ""
     lat = f' <span class="muted">{latency_ms:.0f} ms</span>' if latency_ms else ""
     return _message(
         f"tool reply: {tool}",
         "tool error" if failed else "tool",
-        f"{badge}{lat}{note}<pre>{_e(result)}</pre>",
+        f"{badge}{lat}{note}<pre>{_e(result)}</pre>{after}",
         ' data-error="1"' if failed else "",
     )
 
 
-def conversation(traj: Trajectory) -> list[str]:
-    """Messages in order: each tool call followed by its exact reply."""
+def revive_command(a: Attempt) -> str | None:
+    """`tbx up --from RUN_DIR ATTEMPT`: the attempt's end state live again (bench.run.revive);
+    None when it left no initial state to start from (a system error before its sandbox)."""
+    rec = a.record
+    if rec is None or (rec.initial_state is None and rec.initial_state_path is None):
+        return None
+    return f"tbx up --from {shlex.quote(str(a.run.path.resolve()))} {shlex.quote(a.attempt_id)}"
+
+
+def _step(command: str | None, step: int | None) -> str:
+    """The command for the state right after call `step` (of the record's prefix + trajectory)."""
+    if command is None or step is None:
+        return ""
+    return (
+        f'<div class="note revive" data-step="{step}">the state right after this call: '
+        f"<code>{_e(command)} --step {step}</code></div>"
+    )
+
+
+def call_steps(traj: Trajectory, recorded: Sequence[ToolCallView], prefix: int) -> dict[int, int]:
+    """The trajectory's calls (by index) that reached the proxy -> their step in the record
+    (prefix + trajectory, 1-based): each call matched in order with the next recorded call of
+    the same tool and arguments (calls answered locally were never recorded)."""
+    out: dict[int, int] = {}
+    j = 0
+    for tc in sorted(traj.tool_calls, key=lambda c: c.index):
+        if not tc.via_mcp or tc.builtin:
+            continue
+        k = next(
+            (
+                k
+                for k in range(j, len(recorded))
+                if recorded[k].tool == tc.tool and recorded[k].arguments == (tc.arguments or {})
+            ),
+            None,
+        )
+        if k is not None:
+            out[tc.index] = prefix + k + 1
+            j = k + 1
+    return out
+
+
+def conversation(
+    traj: Trajectory, command: str | None = None, steps: Mapping[int, int] | None = None
+) -> list[str]:
+    """Messages in order: each tool call followed by its exact reply (and, with `command`,
+    the `tbx up --from` command for the state right after it: `steps`, see call_steps)."""
     calls = {c.call_id: c for c in traj.tool_calls if c.call_id}
     replies: dict[str, Message] = {
         m.tool_call_id: m for m in traj.messages if m.role == "tool" and m.tool_call_id
@@ -361,6 +409,7 @@ def conversation(traj: Trajectory) -> list[str]:
                         bool(rec and (rec.is_error or rec.error_envelope)),
                         rec.latency_ms if rec else None,
                         note,
+                        _step(command, (steps or {}).get(rec.index) if rec is not None else None),
                     )
                 )
         elif m.role == "tool" and (m.tool_call_id or "") not in shown:
@@ -373,10 +422,10 @@ def conversation(traj: Trajectory) -> list[str]:
     return out
 
 
-def proxy_calls(calls: Sequence[ToolCallView]) -> list[str]:
+def proxy_calls(calls: Sequence[ToolCallView], command: str | None = None, prefix: int = 0) -> list[str]:
     """The session proxy's record, when no trajectory file exists."""
     out = []
-    for c in calls:
+    for i, c in enumerate(calls):
         out.append(
             _message(
                 "agent",
@@ -384,7 +433,7 @@ def proxy_calls(calls: Sequence[ToolCallView]) -> list[str]:
                 f'<div class="call">→ {_e(c.tool)}</div><pre>{_arguments(c.arguments)}</pre>',
             )
         )
-        out.append(_reply(c.tool, c.result, c.failed, c.latency_ms))
+        out.append(_reply(c.tool, c.result, c.failed, c.latency_ms, after=_step(command, prefix + i + 1)))
     return out
 
 
@@ -494,6 +543,12 @@ def attempt_page(
         f"{fmt_num(s.tokens)} tokens · {fmt_usd(s.cost)} (all roles) · {fmt_num(s.duration)} s · other repeats {_strip(strip, root, s.attempt_id)}</p>",
         f'<p class="note">attempt <code>{_e(a.attempt_id)}</code></p>',
     ]
+    command = revive_command(a)
+    if command is not None:
+        body.append(
+            f'<p class="note revive">its end state, live again (a sandbox with its recorded calls replayed): '
+            f"<code>{_e(command)}</code>; each tool reply below gives the command for the state right after it</p>"
+        )
     body += [f'<p class="note">{_e(n)}</p>' for n in a.notes]
     if verdict is not None and not verdict.passed:
         why = [d.describe() for d in verdict.differences[:5]]
@@ -534,8 +589,10 @@ def attempt_page(
         )
 
     body.append('<h2 id="conversation">Conversation</h2>')
+    prefix = len(rec.prefix) if rec is not None else 0
     if traj is not None:
-        body += conversation(traj)
+        steps = call_steps(traj, rec.trajectory, prefix) if rec is not None else {}
+        body += conversation(traj, command, steps)
         end = f"finished: <b>{_e(traj.finish_reason)}</b>" + (
             f" (by {_e(traj.done_by)})" if traj.done_by else ""
         )
@@ -546,7 +603,7 @@ def attempt_page(
         body.append(
             '<p class="note">No trajectory file: the tool calls as the session proxy recorded them.</p>'
         )
-        body += proxy_calls(rec.trajectory)
+        body += proxy_calls(rec.trajectory, command, prefix)
     else:
         body.append('<p class="note">No conversation was recorded.</p>')
     if rec is not None and rec.final_message:
