@@ -3,7 +3,9 @@
     reset  -> a warm sandbox of the task's domain, seeded for the task; its
               canonical initial state; a session-proxy registration with the
               task's allow-list (whose tool listing the reset shows); an MCP
-              client of the proxy; the reset observation
+              client of the proxy; a reset's `prefix` (a fork's: its parent's calls so
+              far first) replayed through the proxy (bench.run.prefix); the reset
+              observation
     step   -> list_tools | call_tool (through the proxy: same allow-list, limits,
               recording as `tbx run`) | submit_message (to the simulated user)
     end    -> the conversation ends (the agent's <DONE> or end-turn tool, the
@@ -64,6 +66,7 @@ from bench.run.causes import fault_of
 from bench.run.client_errors import client_error_text
 from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
+from bench.run.prefix import PrefixCall, fork_calls, replay_prefix, replayed_results
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
 from sandbox import ProxyCall, SandboxGoneError, new_id, proxy_client
@@ -89,11 +92,26 @@ class _Finish(Exception):
 
 
 class Episode:
-    def __init__(self, host: EnvHost, task: Task, repeat: int, episode_id: str | None = None):
+    """`prefix`: calls replayed through the proxy before the reset observation (checked
+    against the task's allow-list by the server before this episode was made); `fork_of`:
+    the episode they came from, when the episode is a fork (bench.run.prefix)."""
+
+    def __init__(
+        self,
+        host: EnvHost,
+        task: Task,
+        repeat: int,
+        episode_id: str | None = None,
+        *,
+        prefix: list[PrefixCall] | None = None,
+        fork_of: str | None = None,
+    ):
         self.host = host
         self.task = task
         self.repeat = repeat
         self.id = episode_id or new_id("ep")
+        self.prefix = list(prefix or [])
+        self.fork_of = fork_of
         self.attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
         self.phase: str = "starting"
         self.steps = 0
@@ -147,6 +165,17 @@ class Episode:
             # the client went away while the sandbox was starting
             await asyncio.shield(self.close("the client closed the connection during reset"))
             raise
+
+    def calls_so_far(self) -> list[PrefixCall]:
+        """The episode's calls so far (its own prefix, then its agent's), from the proxy's
+        record, as a fork's prefix; SESSION_ERROR unless the episode is being played."""
+        held = self._held
+        if self.phase != "running" or held is None:
+            state = "has ended" if self.done else "is not being played (still starting or finalizing)"
+            raise EnvError(
+                ErrorCode.SESSION_ERROR, f"episode {self.id} {state}: a fork is made from a live episode", 409
+            )
+        return fork_calls(held.live.calls())
 
     async def step(self, action: Any) -> Observation:
         if self.done:
@@ -224,7 +253,7 @@ class Episode:
                     loss,
                     fault=exc.fault,
                 ) from exc
-            calls = outcome.calls
+            calls = outcome.prefix + outcome.calls  # every call that made the state
             # no terminal state only after the agent's own load took the database down
             assert self._run is not None
             assert outcome.terminal_state is not None or outcome.resource_limit is not None
@@ -321,6 +350,16 @@ class Episode:
         tools = host.offered_tools(task, listed)
         run.tools_offered = [x["function"]["name"] for x in tools]
         run.add_user(UserTurn(index=0, source="query", text=task.query))
+        # The prefix goes through the proxy before the agent has the episode: recorded as the
+        # attempt's prefix, never as the agent's turns or the conversation's messages; the
+        # reset observation tells the agent each call's result (metadata `prefix`).
+        extra: dict[str, Any] = {}
+        if self.prefix or self.fork_of is not None:
+            assert self._held is not None
+            t = time.monotonic()
+            replayed = await replay_prefix(self._held, self.prefix)
+            self._held.outcome.timings["prefix"] = time.monotonic() - t
+            extra = {"prefix": replayed_results(replayed), "fork_of": self.fork_of}
         self._deadline = time.monotonic() + host.opts.wall_clock
         self.phase = "running"
         self._deliver(
@@ -331,6 +370,7 @@ class Episode:
                 bot_instructions=bot,
                 tools=tools,
                 messages=[m.to_openai() for m in run.messages],
+                **extra,
             )
         )
         while True:

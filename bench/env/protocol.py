@@ -38,6 +38,8 @@ from pydantic import (
     model_validator,
 )
 
+from bench.run.prefix import MAX_PREFIX_CALLS, PrefixCall
+
 
 class ErrorCode(StrEnum):
     """openenv's `WSErrorCode` values (the client shows `code` in its error)."""
@@ -169,7 +171,13 @@ class ResetRequest(BaseModel):
     environment's native config; accepted and ignored (the server's models config
     governs). `seed`: OpenEnv's, accepted and ignored. `repeat` numbers the attempt
     (and seeds the simulated user): default the task's next unused repeat; a repeat
-    already recorded or running is refused, never reused."""
+    already recorded or running is refused, never reused.
+
+    tbx's additions for episodes that start part-way (bench.run.prefix; docs/openenv.md):
+    `prefix`, calls `{"tool", "arguments"}` replayed through the proxy before the reset
+    observation (every tool in the task's allow-list, at most MAX_PREFIX_CALLS); `fork_of`,
+    the id of a live episode of the same task whose calls so far are replayed first (the
+    id is the capability: the server sent it only to the client that reset that episode)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -180,6 +188,8 @@ class ResetRequest(BaseModel):
     repeat: StrictInt | None = Field(default=None, ge=0, lt=MAX_REPEAT)
     seed: int | None = None
     episode_id: str | None = Field(default=None, min_length=1, max_length=255)
+    prefix: list[PrefixCall] | None = Field(default=None, max_length=MAX_PREFIX_CALLS)
+    fork_of: str | None = Field(default=None, min_length=1, max_length=255)
 
     @field_validator("test_uid")
     @classmethod

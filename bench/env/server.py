@@ -41,6 +41,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from bench.dataset import Task
 from bench.env.episode import Episode
 from bench.env.host import EnvHost
 from bench.env.mcp_rpc import McpEndpoint, RpcCode, RpcError, error_reply
@@ -56,7 +57,9 @@ from bench.env.protocol import (
 from bench.env.readiness import Readiness
 from bench.env.sessions import Session, Sessions, client_key, default_per_client
 from bench.env.task_api import ENV_NAME, TaskApi
+from bench.run.attempt import task_tool_policy
 from bench.run.client_errors import client_error_text
+from bench.run.prefix import PrefixCall, PrefixInvalid, PrefixRefused, check_prefix
 from bench.web_guard import GuardPolicy, WebGuard
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,8 @@ class EnvServer:
             raise EnvError(
                 ErrorCode.SESSION_ERROR, f"episode {req.episode_id!r} exists; omit episode_id", 409
             )
+        # Before anything boots (or a session's episode ends): the calls to replay, checked.
+        prefix = self._prefix(task, req)
         if session is not None and session.episode is not None and not session.episode.done:
             await session.episode.close("the client reset to start another episode")
         await self._wait_for_slot()
@@ -136,11 +141,42 @@ class EnvServer:
             )
         self.host.check_capacity()
         repeat = self.host.next_repeat(task, req.repeat)
-        episode = Episode(self.host, task, repeat, req.episode_id)
+        episode = Episode(self.host, task, repeat, req.episode_id, prefix=prefix, fork_of=req.fork_of)
         if session is not None:
             self.sessions.start_episode(session, episode)
         obs = await episode.start()
         return episode, obs.envelope()
+
+    def _prefix(self, task: Task, req: ResetRequest) -> list[PrefixCall]:
+        """The calls a reset replays before its observation: a fork's parent's calls so far,
+        then the reset's own `prefix`; VALIDATION_ERROR (422) when a tool is one the task's
+        allow-list forbids or there are too many, SESSION_ERROR when the parent is unknown
+        or not live. The parent is named by its id: a capability the server drew and sent
+        to the client that reset it alone (HTTP's /step takes it as one already)."""
+        prefix = list(req.prefix or [])
+        if req.fork_of is not None:
+            parent = self.host.episodes.get(req.fork_of)
+            if parent is None:
+                raise EnvError(
+                    ErrorCode.SESSION_ERROR,
+                    f"fork_of: no live episode {req.fork_of[:80]!r} (a fork is made from a live episode)",
+                    404,
+                )
+            if parent.task.id != task.id:
+                raise EnvError(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"fork_of: episode {req.fork_of[:80]!r} plays {parent.task.id}; a fork plays its "
+                    "parent's task (test_uid)",
+                    422,
+                )
+            prefix = parent.calls_so_far() + prefix
+        if not prefix:
+            return []
+        try:
+            check_prefix(prefix, task_tool_policy(self.host.bench, task))
+        except (PrefixRefused, PrefixInvalid) as exc:
+            raise EnvError(ErrorCode.VALIDATION_ERROR, f"invalid reset: {exc}", 422) from None
+        return prefix
 
     # ---- WebSocket /ws --------------------------------------------------------------
     async def websocket(self, ws: WebSocket) -> None:
