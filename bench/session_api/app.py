@@ -30,6 +30,7 @@ from bench.session_api.admission import AtCapacity
 from bench.session_api.limits import loads
 from bench.session_api.models import (
     INVALID_INPUT,
+    TBX_FIELDS,
     ApiError,
     CallBody,
     CreateBody,
@@ -68,7 +69,11 @@ async def _parse(request: Request, model: type[BaseModel]) -> Any:
         raise ApiError(INVALID_INPUT)
     try:
         return model.model_validate(data)
-    except ValidationError:
+    except ValidationError as exc:
+        errors = exc.errors()
+        if errors and all(e["loc"] and e["loc"][0] in TBX_FIELDS for e in errors):
+            problems = "; ".join(".".join(str(p) for p in e["loc"]) + f": {e['msg']}" for e in errors[:5])
+            raise ApiError(f"{INVALID_INPUT}: {problems}") from None
         raise ApiError(INVALID_INPUT) from None
 
 

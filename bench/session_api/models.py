@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from starlette.responses import Response
 
+from bench.run.prefix import MAX_PREFIX_CALLS, PrefixCall
+
 INVALID_INPUT = "Invalid input"
 NO_SESSION = "Session does not exist"
 DEFAULT_TIMEOUT = 120.0
@@ -35,6 +37,16 @@ class CreateBody(SessionRef):
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     always_json_output: bool = False
     geteffects_proxy_info: bool = False
+    # tbx's (the reference's clients never send them; docs/session-api.md): calls replayed
+    # before the create answers, and a live session of the caller whose calls so far are
+    # replayed first (its id: the one capability the API has for a session).
+    prefix: list[PrefixCall] | None = Field(default=None, max_length=MAX_PREFIX_CALLS)
+    fork_of: StrictStr | None = None
+
+
+# CreateBody's own fields: a problem with one of these is answered with what it is (the
+# reference's clients never send them, so its bare `Invalid input` need not be kept).
+TBX_FIELDS = frozenset({"prefix", "fork_of"})
 
 
 class CallBody(SessionRef):

@@ -36,10 +36,19 @@ from bench.dataset import Benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.lifecycle import LiveAttempt
+from bench.run.prefix import (
+    PrefixCall,
+    PrefixInvalid,
+    PrefixRefused,
+    check_prefix,
+    fork_calls,
+    replay_prefix,
+    replayed_results,
+)
 from bench.session_api.admission import SessionAdmission
 from bench.session_api.effects import effects_object
 from bench.session_api.golden import GoldenCache
-from bench.session_api.models import NO_SESSION, ApiError, CreateBody, ServerToolArgs
+from bench.session_api.models import INVALID_INPUT, NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
 from judge.canonical import State, json_safe
@@ -82,6 +91,7 @@ class Session:
         self.always_json = body.always_json_output
         self.proxy_info = body.geteffects_proxy_info
         self.available = list(body.available_tools)
+        self.server_config = body.server_config  # what a fork of it must name again
         self.info: dict[str, Any] = {}
         self.last_activity = time.time()
         self.entry: SessionServer | None = None
@@ -226,6 +236,7 @@ class SessionTable:
         entry = await asyncio.to_thread(parse_entry, self.bench, name, body.server_config[name])
         check_tools(entry, body.available_tools)
         session.entry = entry
+        prefix = await self._prefix(session, body)  # checked before any container
         if self.admission is not None:
             await self.admission.admit(session, entry)  # or AtCapacity, before any container
         golden = asyncio.ensure_future(self.golden.get(entry))  # concurrently with the boot
@@ -238,7 +249,39 @@ class SessionTable:
                 await golden
             raise
         session.tools = await self._visible_tools(session)
-        return {name: {}}
+        if body.prefix is None and body.fork_of is None:
+            return {name: {}}
+        # Replayed through the session's proxy registration before the create answers: the
+        # session's record keeps them as its prefix; the answer says what each returned.
+        assert session.held is not None
+        replayed = await replay_prefix(session.held, prefix)
+        return {name: {"prefix": replayed_results(replayed)}}
+
+    async def _prefix(self, session: Session, body: CreateBody) -> list[PrefixCall]:
+        """The calls a create replays: a fork's parent's calls so far (taken behind the
+        parent's queued operations), then the body's `prefix`; a 400 naming the problem
+        when a tool is not in `available_tools` or the parent is not a live session of the
+        same server_config and tools."""
+        prefix = list(body.prefix or [])
+        if body.fork_of is not None:
+            parent = self.sessions.get(body.fork_of)
+            if parent is None or not parent.created or parent.held is None or parent.live is None:
+                raise ApiError(f"fork_of: no live session {body.fork_of[:80]!r} with a sandbox to fork")
+            if parent.server_config != body.server_config or set(parent.available) != set(session.available):
+                raise ApiError(
+                    "fork_of: a fork plays its parent's server_config and available_tools; send the same ones"
+                )
+            live = parent.live
+            try:
+                inherited = await parent.run(lambda: _calls_of(live), activity=False)
+            except QueueTimeout:
+                raise ApiError(f"fork_of: session {body.fork_of[:80]!r} stayed busy; retry") from None
+            prefix = inherited + prefix
+        try:
+            check_prefix(prefix, ToolPolicy(allowed_tools=session.available))
+        except (PrefixRefused, PrefixInvalid) as exc:
+            raise ApiError(f"{INVALID_INPUT}: {exc}") from None
+        return prefix
 
     def _spec(self, session: Session, entry: SessionServer) -> AttemptSpec:
         return AttemptSpec(
@@ -436,6 +479,11 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 
 async def _nothing() -> None:
     return None
+
+
+async def _calls_of(live: LiveAttempt) -> list[PrefixCall]:
+    """A live session's calls so far (its proxy's record) as a fork's prefix."""
+    return fork_calls(live.calls())
 
 
 def _json_output(text: str) -> str:
