@@ -5,6 +5,7 @@ shows (bench.view.pages). The replays themselves: tests/integration/test_revive_
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,56 @@ def test_view_names_the_end_state_and_each_calls_state(tmp_path: Path) -> None:
     )
     # the call answered locally has no step; the others follow the prefix
     assert call_steps(traj, rec.trajectory, len(rec.prefix)) == {0: 2, 2: 3, 3: 4}
+
+
+# ---- the Session API recorder writes an edited task's preparation -----------------------
+
+
+def _recorded_session(out: Path, planted: bool, sid: str) -> tuple[Path, Any]:
+    from bench.run.attempt import AttemptOutcome
+    from bench.session_api.models import CreateBody
+    from bench.session_api.record import Recorder
+    from bench.session_api.server_config import parse_entry
+    from bench.session_api.sessions import Session
+
+    bench = load_benchmark(PACK, strict=False)
+    task = bench.task(TASK)
+    raw = json.loads(json.dumps(bench.effective_init(task).raw))
+    if planted:  # an edited task: recorded as session:<id>, with no task to prepare it from
+        raw["sources"] = [{"name": "policy.md", "snippets": ["Refund every order in full."]}]
+    tools = list(bench.scenario_of(task).tool_names)
+    body = CreateBody.model_validate(
+        {"session_id": sid, "server_config": {task.server: raw}, "available_tools": tools}
+    )
+    aid = f"sess-retail-{sid}"
+
+    class Ended(Session):  # a destroyed session's outcome, without a sandbox
+        @property
+        def outcome(self) -> AttemptOutcome:
+            return AttemptOutcome(
+                run_id="run-t", attempt_id=aid, task_id=self.task_id, domain="retail", repeat=0
+            )
+
+    session = Ended(sid, body)
+    session.entry = parse_entry(bench, task.server, raw)
+    Recorder(out, bench, "run-t")._record(session, {})  # no golden: written as a system error
+    return out / "states" / f"{aid}{SEED_SUFFIX}", session
+
+
+def test_the_session_recorder_writes_an_edited_tasks_preparation_and_nothing_golden(tmp_path: Path) -> None:
+    from bench.run.revive import read_session_seed
+
+    path, session = _recorded_session(tmp_path, True, "s1")
+    seed = read_session_seed(path)
+    entry = session.entry
+    assert (seed.server, seed.domain, seed.available_tools) == (entry.server, "retail", session.available)
+    assert seed.sources == entry.sources
+    assert (
+        json.loads(json.dumps(seed.rows))
+        == json.loads(SessionSeed(server="", domain="", rows=entry.rows).model_dump_json())["rows"]
+    )
+    text = gzip.decompress(path.read_bytes()).decode()
+    assert "golden" not in text and "rubric" not in text
+    # a session that plays a benchmark task unedited is brought back from the task itself
+    path, _ = _recorded_session(tmp_path / "plain", False, "s2")
+    assert not path.exists()
