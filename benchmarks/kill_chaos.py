@@ -59,7 +59,7 @@ from bench.dataset import load_benchmark  # noqa: E402
 from bench.run.golden import GoldenStore  # noqa: E402
 from sandbox.cgroups import container_dirs  # noqa: E402
 from sandbox.cpu_weight import RUNNING_SHARES, shares_to_weight  # noqa: E402
-from sandbox.services import SERVER_PORT  # noqa: E402
+from sandbox.mcp_server import SERVER_PORT  # noqa: E402
 
 PACK = REPO / "bench" / "packs" / "demo"
 ROLE = "server-retail"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         register_request,
     )
     from sandbox.errors import (
+        CheckoutTimeout,
         ContainerStartError,
         DockerUnavailableError,
         ImageMissingError,
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     )
     from sandbox.pool import (
         SandboxPool,
+    )
+    from sandbox.postgres import (
+        PgEndpoint,
     )
     from sandbox.provider import (
         DockerProvider,
@@ -81,7 +85,6 @@ if TYPE_CHECKING:
     from sandbox.sandbox import (
         AsyncSandbox,
         AttemptHandle,
-        PgEndpoint,
         Sandbox,
         SandboxRequest,
         resolve_images,
@@ -109,6 +112,7 @@ _EXPORTS: dict[str, str] = {
     "CAUSES": "sandbox.faults",
     "CONTAINER_FAULT": "sandbox.faults",
     "Cause": "sandbox.faults",
+    "CheckoutTimeout": "sandbox.errors",
     "ContainerStartError": "sandbox.errors",
     "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
     "DEFAULT_MAX_REQUEST_BYTES": "sandbox.proxy.limits",
@@ -120,7 +124,7 @@ _EXPORTS: dict[str, str] = {
     "NetworkPoolExhaustedError": "sandbox.errors",
     "NODE_FAULT": "sandbox.faults",
     "OTHER_FAULT": "sandbox.faults",
-    "PgEndpoint": "sandbox.sandbox",
+    "PgEndpoint": "sandbox.postgres",
     "ProxyCall": "sandbox.proxy.models",
     "ProxyError": "sandbox.proxy.models",
     "ProxyServer": "sandbox.proxy.server",

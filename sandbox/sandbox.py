@@ -1,4 +1,6 @@
-"""One attempt's disposable container set.
+"""One attempt's disposable container set: `Sandbox` assembles the services
+(`sandbox.postgres`, `sandbox.typesense`, `sandbox.mcp_server`) on a private
+network, starts them in order, prepares them and tears them down.
 
     with Sandbox(SandboxRequest(domains=["retail"], prepare=preparer)) as sb:
         sb.handle.servers["retail"]          # MCP endpoint (bridge IP); send sb.handle.server_headers
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import secrets
 import threading
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 import docker.types
 import psycopg
-from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
@@ -44,32 +44,31 @@ from sandbox.errors import (
 )
 from sandbox.host_firewall import bridge_name, ensure_host_guard
 from sandbox.images import mark_in_use, require_image
+from sandbox.mcp_server import (
+    UPSTREAM_SECRET_HEADER,
+    list_tools,
+    mcp_url,
+    server_env,
+    server_role,
+    server_spec,
+)
+from sandbox.postgres import (
+    PgEndpoint,
+    PostgresProbe,
+    postgres_spec,
+    read_prepared,
+    seed,
+    unchanged_states,
+)
 from sandbox.preparer import PreparedState, Preparer, TypesenseEndpoint
 from sandbox.readiness import wait_ready
-from sandbox.services import (
-    PG_PORT,
-    SERVER_PORT,
-    TOOL_ROLE,
-    TYPESENSE_PORT,
-    UPSTREAM_SECRET_ENV,
-    UPSTREAM_SECRET_HEADER,
-    Limits,
-    PostgresProbe,
-    ServiceSpec,
-    hardened_container,
-    postgres_spec,
-    server_spec,
-    typesense_spec,
-)
+from sandbox.services import Limits, ServiceSpec, hardened_container
 from sandbox.subnets import AttemptSubnet, with_subnet
 from sandbox.timeouts import SANDBOX_TIMEOUTS
+from sandbox.typesense import POLICY_COLLECTION, typesense_endpoint, typesense_spec
 
 if TYPE_CHECKING:
     from sandbox.reaper import Reaper
-
-log = logging.getLogger(__name__)
-
-POLICY_COLLECTION = "policies"
 
 
 class SandboxRequest(BaseModel):
@@ -87,25 +86,6 @@ class SandboxRequest(BaseModel):
     # Image tags resolved once per run (`resolve_images()`), so a long run never
     # mixes builds; None resolves them at start from the current sources.
     images: dict[str, str] | None = None
-
-
-class PgEndpoint(BaseModel):
-    host: str
-    port: int = PG_PORT
-    admin_password: str
-    tool_password: str
-
-    def admin_dsn(self, domain: str) -> str:
-        return _dsn(self.host, self.port, "postgres", self.admin_password, domain)
-
-    def tool_dsn(self, domain: str) -> str:
-        return _dsn(self.host, self.port, TOOL_ROLE, self.tool_password, domain)
-
-    def psql_command(self, domain: str) -> str:
-        return (
-            f"PGPASSWORD='{self.admin_password}' PGOPTIONS='-c search_path={schema_name(domain)}' "
-            f"psql -h {self.host} -p {self.port} -U postgres postgres"
-        )
 
 
 class AttemptHandle(BaseModel):
@@ -142,31 +122,6 @@ def resolve_images(typesense: bool = True) -> dict[str, str]:
     return tags
 
 
-def schema_name(domain: str) -> str:
-    return f"tbx_{domain}"
-
-
-def write_marker(conn: psycopg.Connection[Any]) -> str:
-    """Changes whenever a transaction has written since (any INSERT, UPDATE, DELETE or DDL
-    takes a transaction id: the snapshot's xmax moves, and one in progress is listed).
-    Reads take none, and autovacuum is off in tbx's PostgreSQL image."""
-    row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
-    assert row is not None
-    return str(row[0])
-
-
-def _dsn(host: str, port: int, user: str, password: str, domain: str) -> str:
-    return psycopg.conninfo.make_conninfo(
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        dbname="postgres",
-        options=f"-c search_path={schema_name(domain)}",
-        connect_timeout=5,
-    )
-
-
 class Sandbox:
     """A started container set; `close()` (or leaving the `with` block) removes it."""
 
@@ -184,7 +139,10 @@ class Sandbox:
         # write marker is checked on at the hand-over (`prepared_states`; one use).
         self._prepared: PreparedState | None = None
         self._marker_conn: psycopg.Connection[Any] | None = None
-        self._admin_pw = self._tool_pw = self._ts_key = self._upstream_secret = ""
+        # Where the services listen and their per-attempt secrets, fixed at boot.
+        self._pg: PgEndpoint | None = None
+        self._typesense: TypesenseEndpoint | None = None
+        self._upstream_secret = ""
         # start() and close() never overlap: a close() from another thread (an asyncio
         # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
         # finish, and only then removes what it created.
@@ -238,30 +196,28 @@ class Sandbox:
         client = docker_client()
         self._subnet = with_subnet(client, self._create_network)
 
-        self._admin_pw, self._tool_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
-        self._ts_key = secrets.token_urlsafe(18)
-        self._upstream_secret = secrets.token_urlsafe(32)
-        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)]
-        if req.typesense:
-            specs.append(typesense_spec(images["typesense"], self._ts_key))
-        # Static addresses, known before anything starts: peers are configured by IP, never by name.
-        n_services = len(specs) + len(req.domains)
+        # Static addresses in start order, known before anything starts: peers are configured
+        # by IP, never by name (postgres, typesense, then one per domain server).
+        n_services = 1 + int(req.typesense) + len(req.domains)
         if n_services > self._subnet.capacity:
             raise SandboxError(
                 f"{n_services} services do not fit in one attempt subnet ({self._subnet.capacity})"
             )
-        pg_ip, ts_ip = self._subnet.address(0), self._subnet.address(1)
-        for d in req.domains:
-            env = {
-                "TBX_PG_DSN": _dsn(pg_ip, PG_PORT, TOOL_ROLE, self._tool_pw, d),
-                "TBX_TYPESENSE_URL": f"http://{ts_ip}:{TYPESENSE_PORT}" if req.typesense else "",
-                "TBX_TYPESENSE_API_KEY": self._ts_key if req.typesense else "",
-                # Created at prepare time only when the task has policy documents;
-                # until then the server reports search as unavailable.
-                "TBX_TYPESENSE_COLLECTION": POLICY_COLLECTION if req.typesense else "",
-                UPSTREAM_SECRET_ENV: self._upstream_secret,
-            }
-            specs.append(server_spec(images["servers"], d, env))
+        pg = self._pg = PgEndpoint(
+            host=self._subnet.address(0),
+            admin_password=secrets.token_urlsafe(18),
+            tool_password=secrets.token_urlsafe(18),
+        )
+        ts_key = secrets.token_urlsafe(18)
+        ts = self._typesense = typesense_endpoint(self._subnet.address(1), ts_key) if req.typesense else None
+        self._upstream_secret = secrets.token_urlsafe(32)
+        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)]
+        if ts is not None:
+            specs.append(typesense_spec(images["typesense"], ts.api_key))
+        specs += [
+            server_spec(images["servers"], d, server_env(pg.tool_dsn(d), ts, self._upstream_secret))
+            for d in req.domains
+        ]
         addresses = {spec.role: self._subnet.address(i) for i, spec in enumerate(specs)}
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
@@ -287,15 +243,14 @@ class Sandbox:
         if req.prepare is not None:
             req.prepare.check(req.domains)  # a pooled sandbox meets its preparer only now
         t0 = time.monotonic()
-        pg = PgEndpoint(
-            host=self._ips["postgres"], admin_password=self._admin_pw, tool_password=self._tool_pw
-        )
-        ts_url = f"http://{self._ips['typesense']}:{TYPESENSE_PORT}" if req.typesense else None
+        pg, ts = self._pg, self._typesense
+        if pg is None:
+            raise SandboxError("prepare() called before boot()")
         collection: str | None = None
-        servers = {d: f"http://{self._ips[f'server-{d}']}:{SERVER_PORT}/mcp" for d in req.domains}
+        servers = {d: mcp_url(self._ips[server_role(d)]) for d in req.domains}
         with ThreadPoolExecutor(max_workers=3) as pool:
             seeded = pool.submit(self._seed_postgres, pg)
-            indexed = pool.submit(self._index_documents, ts_url) if ts_url else None
+            indexed = pool.submit(self._index_documents, ts) if ts is not None else None
             listed = pool.submit(self._list_tools, servers)
             self._timings["postgres_seeded"] = seeded.result()
             if indexed is not None and (seconds := indexed.result()) is not None:
@@ -312,8 +267,8 @@ class Sandbox:
             attempt_id=req.attempt_id,
             network=self._network.name,
             pg=pg,
-            typesense_url=ts_url,
-            typesense_api_key=self._ts_key if req.typesense else None,
+            typesense_url=ts.url if ts is not None else None,
+            typesense_api_key=ts.api_key if ts is not None else None,
             collection=collection,
             servers=servers,
             upstream_secret=self._upstream_secret,
@@ -323,43 +278,20 @@ class Sandbox:
         )
 
     def _list_tools(self, servers: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
-        """Each server's tools/list (read-only: no row is touched); a server that does not
-        answer is left out (its registration lists it and reports the failure)."""
-        from sandbox.proxy.clients import server_tools  # the MCP client loads only when used
-
         t = time.monotonic()
-        listed: dict[str, list[dict[str, Any]]] = {}
-        headers = {UPSTREAM_SECRET_HEADER: self._upstream_secret}
-        for domain, url in servers.items():
-            try:
-                listed[domain] = server_tools(url, headers, bridge_name(self.request.attempt_id))
-            except Exception as exc:
-                log.warning("listing the %s server's tools at prepare failed: %r", domain, exc)
+        listed = list_tools(servers, self._upstream_secret, bridge_name(self.request.attempt_id))
         self._timings["tools_listed"] = time.monotonic() - t
         return listed
 
     def _capture(self, pg: PgEndpoint) -> None:
-        """The preparer's snapshot of every domain, after the write marker it is valid under.
-        The marker's connection stays open for the hand-over's check (no new login then)."""
+        """The preparer's snapshot of every domain and its write marker's connection."""
         prepare = self.request.prepare
         assert prepare is not None
         t = time.monotonic()
-        conn = psycopg.connect(pg.admin_dsn(self.request.domains[0]), autocommit=True)
-        try:
-            marker = write_marker(conn)  # before the reads: a write during them changes it too
-            states: dict[str, Any] = {}
-            for d in self.request.domains:
-                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema_name(d))))
-                state = prepare.snapshot(conn, d)
-                if state is None:
-                    conn.close()
-                    return
-                states[d] = state
-        except BaseException:
-            conn.close()
-            raise
-        self._prepared = PreparedState(fingerprint=prepare.fingerprint(), marker=marker, states=states)
-        self._marker_conn = conn
+        read = read_prepared(pg, self.request.domains, prepare)
+        if read is None:
+            return
+        self._prepared, self._marker_conn = read
         self._timings["initial_state_read"] = time.monotonic() - t
 
     def prepared_states(self, fingerprint: str) -> dict[str, Any] | None:
@@ -372,17 +304,7 @@ class Sandbox:
             self._prepared = self._marker_conn = None
         if conn is None:
             return None
-        try:
-            fresh = (
-                prepared is not None
-                and prepared.fingerprint == fingerprint
-                and write_marker(conn) == prepared.marker
-            )
-        except psycopg.Error:
-            fresh = False
-        finally:
-            conn.close()
-        return prepared.states if fresh and prepared is not None else None
+        return unchanged_states(prepared, conn, fingerprint)
 
     def _raise_if_aborted(self) -> None:
         if self._abort.is_set() or self._closed:
@@ -450,32 +372,15 @@ class Sandbox:
         t = time.monotonic()
         if self._admin_conn is None:
             raise SandboxError("prepare() called before boot()")
-        with self._admin_conn as conn:
-            # Per-attempt secrets replace the image's bootstrap password before anything else connects.
-            conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(pg.admin_password)))
-            conn.execute(
-                sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
-                    sql.Identifier(TOOL_ROLE), sql.Literal(pg.tool_password)
-                )
-            )
-            for d in self.request.domains:
-                schema = sql.Identifier(schema_name(d))
-                conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
-                conn.execute(
-                    sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, sql.Identifier(TOOL_ROLE))
-                )
-                conn.execute(sql.SQL("SET search_path TO {}").format(schema))
-                if self.request.prepare is not None:
-                    self.request.prepare.seed(conn, d, TOOL_ROLE)
+        seed(self._admin_conn, pg, self.request.domains, self.request.prepare)
         return time.monotonic() - t
 
-    def _index_documents(self, url: str) -> float | None:
+    def _index_documents(self, typesense: TypesenseEndpoint) -> float | None:
         """Seconds spent indexing, or None when the preparer had no documents."""
         if self.request.prepare is None:
             return None
         t = time.monotonic()
-        endpoint = TypesenseEndpoint(url=url, api_key=self._ts_key, collection=POLICY_COLLECTION)
-        return time.monotonic() - t if self.request.prepare.index(endpoint) else None
+        return time.monotonic() - t if self.request.prepare.index(typesense) else None
 
     # ---- teardown ----------------------------------------------------------
     def close(self) -> None:

@@ -1,4 +1,5 @@
-"""The containers of one attempt: how each is run, hardened and health-checked.
+"""What every container of an attempt shares: hardening, limits, and the shape
+of a service (`ServiceSpec`: image, env, tmpfs, its readiness probe).
 
 Each service is a small testcontainers `DockerContainer` with the same
 hardening: every capability dropped, no-new-privileges, memory, pids and CPU
@@ -6,10 +7,13 @@ limits, a read-only root filesystem with tmpfs where the service writes, no
 published ports (the host reaches the private network by bridge IP) and never
 the Docker socket.
 
-Each `ServiceSpec` carries its readiness probe (`ready`), as testcontainers
-keeps `wait_for` with the container: what "answering" means for that service.
-The waiting itself (poll, no-progress deadline, death check) is
-`sandbox.readiness`'s.
+The services themselves each have a module that keeps, as testcontainers keeps
+a container's config, URL and `wait_for` together, what is particular to them:
+`sandbox.postgres` (container config, DSNs, the bootstrap probe, seeding, the
+prepared-state marker), `sandbox.typesense` (config, URL, indexing) and
+`sandbox.mcp_server` (a domain server's config, env, MCP URL, tool listing).
+`sandbox.sandbox.Sandbox` assembles them. The waiting itself (poll,
+no-progress deadline, death check) is `sandbox.readiness`'s.
 """
 
 from __future__ import annotations
@@ -19,13 +23,12 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker.version
 import httpx
-import psycopg
 from docker.types import EndpointConfig, Mount
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
@@ -34,25 +37,10 @@ from sandbox.cgroup_parent import attempt_parent
 from sandbox.cpu_weight import BOOT_SHARES
 from sandbox.tls import client_ssl_context
 
-PG_PORT = 5432
-TYPESENSE_PORT = 8108
-SERVER_PORT = 8000
-PG_BOOTSTRAP_PASSWORD = "tbx-bootstrap"  # replaced by per-attempt passwords at seed time
-# The role the servers connect as: created (NOLOGIN, with its limits) by the
-# postgres image (images/postgres/init-template.sh), given a password at prepare time.
-TOOL_ROLE = "tbx_tool"
-# The per-attempt secret the servers demand on every request (handed to each
-# server container in its environment; servers/engine/app.py checks it).
-UPSTREAM_SECRET_ENV = "TBX_UPSTREAM_SECRET"
-UPSTREAM_SECRET_HEADER = "X-Tbx-Upstream-Secret"
-# The images run their services under fixed ids; tmpfs mounts are handed to
-# them with uid=/gid= (some Docker setups ignore a tmpfs mode=).
-PG_UID = 999
-SERVER_UID = 10001
-TYPESENSE_UID = 10002
 
-
-def _tmpfs(size: str, uid: int) -> str:
+def tmpfs_mount(size: str, uid: int) -> str:
+    """A tmpfs mount owned by the service's fixed uid (some Docker setups ignore a
+    tmpfs mode=, so the images run their services under fixed ids and get uid=/gid=)."""
     return f"rw,nosuid,nodev,noexec,size={size},uid={uid},gid={uid}"
 
 
@@ -75,6 +63,14 @@ class Limits:
     pg_temp_file_limit: str = "64MB"
     pg_data: str = "256m"  # tmpfs for the data directory (counts against `memory`)
     pg_wal: str = "64m"  # tmpfs for the WAL, apart so a full data tmpfs is a clean error
+
+
+class Probe(Protocol):
+    """How to tell a started service answers: `opened(host, port)` yields a callable that
+    raises until it does, then returns what the sandbox keeps of the answer (nothing, or
+    PostgreSQL's bootstrap connection: `sandbox.postgres.PostgresProbe`)."""
+
+    def opened(self, host: str, port: int) -> contextlib.AbstractContextManager[Callable[[], Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -103,37 +99,11 @@ class HttpProbe:
 
 
 @dataclass(frozen=True)
-class PostgresProbe:
-    """Ready once the image's bootstrap superuser can connect; the probe returns
-    that connection (the sandbox seeds through it and then rotates the password)."""
-
-    @contextlib.contextmanager
-    def opened(self, host: str, port: int) -> Iterator[Callable[[], psycopg.Connection[Any]]]:
-        dsn = psycopg.conninfo.make_conninfo(
-            host=host,
-            port=port,
-            user="postgres",
-            password=PG_BOOTSTRAP_PASSWORD,
-            dbname="postgres",
-            connect_timeout=2,
-        )
-
-        def probe() -> psycopg.Connection[Any]:
-            # A refused TCP connect first, as for HttpProbe: libpq's failed attempt costs
-            # several times more, and PostgreSQL listens only once its start is done.
-            if not host.startswith("/"):  # a Unix socket directory has no TCP port
-                socket.create_connection((host, port), timeout=2.0).close()
-            return psycopg.connect(dsn, autocommit=True)
-
-        yield probe
-
-
-@dataclass(frozen=True)
 class ServiceSpec:
     role: str  # "postgres", "typesense", "server-<domain>"
     image: str
     port: int
-    ready: HttpProbe | PostgresProbe  # how to tell the started service answers
+    ready: Probe  # how to tell the started service answers
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] | None = None
     tmpfs: dict[str, str] = field(default_factory=dict)
@@ -185,50 +155,3 @@ def hardened_container(
     # DockerContainer keeps tmpfs separately and would override ours with {}.
     container.tmpfs = dict(spec.tmpfs)
     return container
-
-
-def postgres_spec(image: str, limits: Limits | None = None) -> ServiceSpec:
-    limits = limits or Limits()
-    return ServiceSpec(
-        role="postgres",
-        image=image,
-        port=PG_PORT,
-        ready=PostgresProbe(),
-        env={
-            "TBX_PG_STATEMENT_SECONDS": str(limits.pg_statement_seconds),
-            "TBX_PG_IDLE_SECONDS": str(limits.pg_idle_seconds),
-        },
-        # A command-line setting: only a superuser could change it per session.
-        command=["-c", f"temp_file_limit={limits.pg_temp_file_limit}"],
-        tmpfs={
-            "/var/lib/postgresql": _tmpfs(limits.pg_data, PG_UID),
-            "/var/lib/pgwal": _tmpfs(limits.pg_wal, PG_UID),
-            "/tmp": _tmpfs("16m", PG_UID),
-        },
-    )
-
-
-def typesense_spec(image: str, api_key: str) -> ServiceSpec:
-    return ServiceSpec(
-        role="typesense",
-        image=image,
-        port=TYPESENSE_PORT,
-        ready=HttpProbe("/health"),
-        env={"TYPESENSE_API_KEY": api_key},
-        tmpfs={"/data": _tmpfs("128m", TYPESENSE_UID), "/tmp": _tmpfs("16m", TYPESENSE_UID)},
-    )
-
-
-def server_spec(image: str, domain: str, env: dict[str, str]) -> ServiceSpec:
-    # The server answers its health check, like every request, only with the
-    # per-attempt secret it was handed in `env`.
-    secret = env.get(UPSTREAM_SECRET_ENV)
-    return ServiceSpec(
-        role=f"server-{domain}",
-        image=image,
-        port=SERVER_PORT,
-        ready=HttpProbe("/healthz", {UPSTREAM_SECRET_HEADER: secret} if secret is not None else {}),
-        env=env,
-        command=[domain, "--port", str(SERVER_PORT)],
-        tmpfs={"/tmp": _tmpfs("16m", SERVER_UID)},
-    )

@@ -42,7 +42,7 @@ from server_process import free_port
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.results import load_run
-from sandbox.sandbox import schema_name
+from sandbox.postgres import schema_name
 from sandbox.sweeper import leftovers, sweep
 from servers.registry import load_domain
 

@@ -12,8 +12,8 @@ import pytest
 
 from bench.replay.mcp_calls import replay_calls
 from judge.canonical import canonical_state, dump_canonical, state_hash
+from sandbox.postgres import PG_PORT
 from sandbox.sandbox import AttemptHandle
-from sandbox.services import PG_PORT
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker

@@ -49,7 +49,8 @@ from sandbox import (
     proxy_client,
     register_request,
 )
-from sandbox.sandbox import Sandbox, schema_name
+from sandbox.postgres import schema_name
+from sandbox.sandbox import Sandbox
 from sandbox.sweeper import leftovers, sweep
 
 pytestmark = pytest.mark.docker

@@ -24,9 +24,9 @@ from bench.run.attempt import attempt_spec
 from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
 from sandbox.errors import ContainerStartError
+from sandbox.mcp_server import UPSTREAM_SECRET_HEADER
 from sandbox.provider import SandboxProvider, SandboxSession
 from sandbox.sandbox import SandboxRequest
-from sandbox.services import UPSTREAM_SECRET_HEADER
 from servers.engine.app import DomainRuntime, build_app
 from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool

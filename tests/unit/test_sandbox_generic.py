@@ -12,6 +12,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+import sandbox.mcp_server
+import sandbox.postgres
 import sandbox.services
 import servers.engine.app
 from bench.prepare import TaskPreparation
@@ -38,11 +40,11 @@ def test_sandbox_imports_nothing_above_it(path: Path) -> None:
 
 
 def test_the_secret_is_named_alike_on_both_sides() -> None:
-    assert sandbox.services.UPSTREAM_SECRET_ENV == servers.engine.app.UPSTREAM_SECRET_ENV
-    assert sandbox.services.UPSTREAM_SECRET_HEADER == servers.engine.app.UPSTREAM_SECRET_HEADER
-    assert sandbox.services.TOOL_ROLE == "tbx_tool"  # created by images/postgres/init-template.sh
+    assert sandbox.mcp_server.UPSTREAM_SECRET_ENV == servers.engine.app.UPSTREAM_SECRET_ENV
+    assert sandbox.mcp_server.UPSTREAM_SECRET_HEADER == servers.engine.app.UPSTREAM_SECRET_HEADER
+    assert sandbox.postgres.TOOL_ROLE == "tbx_tool"  # created by images/postgres/init-template.sh
     init = (SANDBOX.parent / "images" / "postgres" / "init-template.sh").read_text()
-    assert f"CREATE ROLE {sandbox.services.TOOL_ROLE} NOLOGIN" in init
+    assert f"CREATE ROLE {sandbox.postgres.TOOL_ROLE} NOLOGIN" in init
 
 
 async def test_requests_without_the_secret_get_401() -> None:

@@ -13,17 +13,10 @@ import httpx
 import psycopg
 import pytest
 
-from sandbox.services import (
-    SERVER_PORT,
-    TYPESENSE_PORT,
-    UPSTREAM_SECRET_ENV,
-    UPSTREAM_SECRET_HEADER,
-    HttpProbe,
-    PostgresProbe,
-    postgres_spec,
-    server_spec,
-    typesense_spec,
-)
+from sandbox.mcp_server import SERVER_PORT, UPSTREAM_SECRET_ENV, UPSTREAM_SECRET_HEADER, server_spec
+from sandbox.postgres import PostgresProbe, postgres_spec
+from sandbox.services import HttpProbe
+from sandbox.typesense import TYPESENSE_PORT, typesense_spec
 
 SECRET = "s3cret"
 
