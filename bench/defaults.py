@@ -34,6 +34,11 @@ MAX_SESSIONS = 256
 # 70 KB; a custom dataset's data_patch may be far larger. A body is parsed on the event
 # loop, ~30 ms a MiB of small objects, so the limit also bounds what one body delays.
 MAX_BODY_MIB = 4
+# Seconds a capacity refusal asks its client to wait (a Retry-After, OpenEnv's
+# `retry_after`): sessions and episodes end after their conversations, a set boots in
+# seconds. The Session API's admission, and a reset or create whose sandbox checkout
+# gave up waiting (sandbox.CheckoutTimeout), in `tbx env serve` and the Session API.
+RETRY_AFTER = 10
 
 # What the policy-search tool runs: vector + keyword hybrid (indexed with embeddings),
 # or the keyword-only fallback (no vectors): the knowledge toolset's search modes.

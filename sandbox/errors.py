@@ -40,3 +40,19 @@ class ContainerLostError(ContainerStartError):
 
 class SeedError(SandboxError):
     fault = CONTAINER_FAULT
+
+
+class CheckoutTimeout(SandboxError):
+    """No sandbox was handed over within the checkout's wait (`DockerProvider`'s
+    `checkout_timeout`): the provider is at capacity (every spare taken, boots queued or
+    slow), nothing of the attempt has started. A server refuses the request as at
+    capacity and the client retries (`tbx env serve`: CAPACITY_REACHED; the Session API:
+    503 with Retry-After); `tbx run` tries the attempt again (retryable, `other` as every
+    sandbox error without a cause of its own). `waited`: the seconds waited."""
+
+    def __init__(self, message: str, waited: float):
+        super().__init__(message)
+        self.waited = waited
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return CheckoutTimeout, (str(self), self.waited)

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 from sandbox import runtime_volumes
 from sandbox.boots import BootGate
 from sandbox.cpu_weight import raise_to_running
-from sandbox.errors import SandboxError
+from sandbox.errors import CheckoutTimeout
 from sandbox.labels import ORPHAN_TTL
 from sandbox.pool import SandboxPool
 from sandbox.preparer import Preparer
@@ -342,9 +342,12 @@ class DockerProvider(SandboxProvider):
             try:
                 sandbox = await asyncio.wait_for(pool.acquire(request.prepare), self.checkout_timeout)
             except TimeoutError:
-                raise SandboxError(
+                # at capacity, not a failed attempt: a server refuses the request, a run retries
+                assert self.checkout_timeout is not None
+                raise CheckoutTimeout(
                     f"no {','.join(request.domains)} sandbox within {self.checkout_timeout:g} s "
-                    "(is Docker overloaded?)"
+                    "(every spare is taken and the boots are queued or slow: is Docker overloaded?)",
+                    self.checkout_timeout,
                 ) from None
         except BaseException:
             self.alive -= 1

@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from bench.dataset import Task
-from bench.defaults import TIMEOUTS
+from bench.defaults import RETRY_AFTER, TIMEOUTS
 from bench.env.host import AGENT_NAME, EnvHost
 from bench.env.protocol import (
     CallToolAction,
@@ -69,7 +69,7 @@ from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.prefix import PrefixCall, fork_calls, replay_prefix, replayed_results
 from bench.run.recording import error_message, write_graded, write_system_error
 from judge.records import AttemptRecord
-from sandbox import ProxyCall, SandboxGoneError, new_id, proxy_client
+from sandbox import CheckoutTimeout, ProxyCall, SandboxGoneError, new_id, proxy_client
 from sandbox.proxy.models import ResourceLimitHit
 
 
@@ -298,6 +298,22 @@ class Episode:
             raise
         except Abandoned as exc:
             self._record_error(record, exc, timings)
+        except CheckoutTimeout as exc:
+            # No sandbox came free within the checkout's wait: the server is at capacity and
+            # no attempt started. The reset is refused as a full server's is, nothing is
+            # recorded and the repeat may be played by a later reset.
+            host.give_back_repeat(task, self.repeat)
+            refused, self._pending = self._pending, None
+            if refused is not None and not refused.done():
+                refused.set_exception(
+                    EnvError(
+                        ErrorCode.CAPACITY_REACHED,
+                        f"Server at capacity: no {task.domain} sandbox came free within "
+                        f"{exc.waited:g} s. Retry later (or serve with a larger --warm).",
+                        503,
+                        retry_after=RETRY_AFTER,
+                    )
+                )
         except Exception as exc:
             message = client_error_text(exc, self.attempt_id)  # the full text: errors.jsonl only
             self._record_error(record, exc, timings)

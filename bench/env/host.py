@@ -339,6 +339,11 @@ class EnvHost:
         used.add(repeat)
         return repeat
 
+    def give_back_repeat(self, task: Task, repeat: int) -> None:
+        """`repeat` of `task` was handed out to a reset that never started an attempt (refused
+        at capacity): a later reset may have it (the next unused one again, or by name)."""
+        self._repeats.get(task.id, set()).discard(repeat)
+
     def check_capacity(self) -> None:
         if self.fatal is not None:
             raise EnvError(ErrorCode.FACTORY_ERROR, f"the server cannot make episodes: {self.fatal}", 503)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -300,9 +301,13 @@ class EnvServer:
     # ---- HTTP -----------------------------------------------------------------------
     @staticmethod
     def _error(exc: EnvError) -> JSONResponse:
-        return JSONResponse(
+        response = JSONResponse(
             {"detail": exc.message, "code": exc.code.value, **exc.extra}, status_code=exc.status
         )
+        retry_after = exc.extra.get("retry_after")
+        if retry_after is not None:  # a capacity refusal: HTTP's own form of it too
+            response.headers["retry-after"] = str(math.ceil(retry_after))
+        return response
 
     @staticmethod
     async def _body(request: Request) -> Any:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bench.defaults import RETRY_AFTER
 from bench.session_api.models import ApiError
 from bench.session_api.server_config import SessionServer
 from sandbox.admission import MIB, available_memory, cached_usage, measure_set, reserve_for
@@ -40,9 +41,6 @@ log = logging.getLogger(__name__)
 # Charged per set of a domain not measured yet: about 2.5x the largest need measured
 # (169-200 MiB a set, docs/performance.md), so a first burst cannot overcommit.
 UNMEASURED = 512 * MIB
-# What a capacity refusal asks the client to wait: sessions end after their episodes,
-# and a create takes seconds.
-RETRY_AFTER = 10
 
 
 class AtCapacity(ApiError):

@@ -45,7 +45,7 @@ from bench.run.prefix import (
     replay_prefix,
     replayed_results,
 )
-from bench.session_api.admission import SessionAdmission
+from bench.session_api.admission import AtCapacity, SessionAdmission
 from bench.session_api.effects import effects_object
 from bench.session_api.golden import GoldenCache
 from bench.session_api.models import INVALID_INPUT, NO_SESSION, ApiError, CreateBody, ServerToolArgs
@@ -54,6 +54,7 @@ from bench.session_api.server_config import SessionServer, check_tools, parse_en
 from judge.canonical import State, json_safe
 from judge.records import GoldenState
 from sandbox import (
+    CheckoutTimeout,
     ProxyServer,
     SandboxGoneError,
     SandboxProvider,
@@ -155,7 +156,10 @@ class Session:
     # ---- the attempt ------------------------------------------------------------------
     async def open(self, spec: AttemptSpec, provider: SandboxProvider, proxy: ProxyServer) -> None:
         self.held = HeldAttempt(spec, provider, proxy)
-        self.live = await self.held.open()
+        try:
+            self.live = await self.held.open()
+        except CheckoutTimeout as exc:  # no sandbox within the checkout's wait: refused as admission does
+            raise AtCapacity(f"Server at capacity: {exc}; retry later, or destroy sessions") from exc
 
     async def close(self, error: BaseException | None = None) -> None:
         """Tear the attempt down (its terminal state is dumped unless `error`)."""
