@@ -45,6 +45,7 @@ from sandbox.reaper import Reaper
 from sandbox.sandbox import AsyncSandbox, AttemptHandle, Sandbox, SandboxRequest, resolve_images
 from sandbox.services import Limits
 from sandbox.sweeper import remove_stopped, sweep
+from sandbox.timeouts import SANDBOX_TIMEOUTS, SandboxTimeouts
 
 
 class Upcoming(NamedTuple):
@@ -246,8 +247,7 @@ class DockerProvider(SandboxProvider):
         warm: int = 0,
         sizes: Mapping[str, int] | None = None,
         stale_after: float = ORPHAN_TTL,
-        start_timeout: float | None = None,
-        checkout_timeout: float | None = None,
+        timeouts: SandboxTimeouts = SANDBOX_TIMEOUTS,
         refill_delay: float = 0.0,
         teardown_inline: bool = False,
     ):
@@ -259,10 +259,9 @@ class DockerProvider(SandboxProvider):
         # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
         self.sizes: dict[str, int] = dict(sizes or {})
         self.stale_after = stale_after
-        # A pooled boot's start timeout (None: the pool's default), and how long a
-        # warm checkout may wait for its sandbox (None: as long as it takes).
-        self.start_timeout = start_timeout
-        self.checkout_timeout = checkout_timeout
+        # Every boot's start timeout, cold or pooled (`boot`), and how long a warm
+        # checkout may wait for its sandbox (`checkout`; None: as long as it takes).
+        self.timeouts = timeouts
         self.run_id: str | None = None
         self.pools: dict[PoolShape, SandboxPool] = {}
         self.budgets: dict[str, int] = {}
@@ -303,7 +302,7 @@ class DockerProvider(SandboxProvider):
         return await asyncio.to_thread(image_digests, self.images)
 
     async def boot(self, request: SandboxRequest) -> Sandbox:
-        sb = Sandbox(request)
+        sb = Sandbox(request.model_copy(update={"start_timeout": self.timeouts.boot}))
         try:
             if self.boots is not None:
                 await self.boots.run(sb.boot)
@@ -340,14 +339,15 @@ class DockerProvider(SandboxProvider):
         try:
             pool = await self.warm_up(request)
             try:
-                sandbox = await asyncio.wait_for(pool.acquire(request.prepare), self.checkout_timeout)
+                waiting = self.timeouts.checkout
+                sandbox = await asyncio.wait_for(pool.acquire(request.prepare), waiting)
             except TimeoutError:
                 # at capacity, not a failed attempt: a server refuses the request, a run retries
-                assert self.checkout_timeout is not None
+                assert waiting is not None
                 raise CheckoutTimeout(
-                    f"no {','.join(request.domains)} sandbox within {self.checkout_timeout:g} s "
+                    f"no {','.join(request.domains)} sandbox within {waiting:g} s "
                     "(every spare is taken and the boots are queued or slow: is Docker overloaded?)",
-                    self.checkout_timeout,
+                    waiting,
                 ) from None
         except BaseException:
             self.alive -= 1
@@ -376,7 +376,7 @@ class DockerProvider(SandboxProvider):
                 fail_fast=False,
                 boots=self.boots,
                 refill_delay=self.refill_delay,
-                **({} if self.start_timeout is None else {"start_timeout": self.start_timeout}),
+                start_timeout=self.timeouts.boot,
             )
             self.pools[shape] = pool
             if key in self.upcoming:

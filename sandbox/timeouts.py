@@ -4,15 +4,21 @@ them (a request's boot, a warm pool's boot, the session proxy's per-call bound)
 read `SANDBOX_TIMEOUTS` or a copy of it with the entry point's own flags applied.
 bench.defaults adds the attempt's wall clock (`bench.defaults.TIMEOUTS`).
 
+A `DockerProvider` is given one such object (`timeouts=`, default `SANDBOX_TIMEOUTS`)
+and applies it to every boot it runs, cold or pooled, and to its pooled checkouts'
+wait; a server's copy is `serving()` (the checkout's wait derived from the boot).
+
 A cold and a warm boot wait alike: once they were 90 s and 60 s, and 120 s for
 `tbx env serve`, so the same set could be given up on in one and not the other.
 """
 
 from __future__ import annotations
 
+from typing import Self
+
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SANDBOX_TIMEOUTS", "SandboxTimeouts"]
+__all__ = ["SANDBOX_TIMEOUTS", "SERVING_CHECKOUT_BOOTS", "SandboxTimeouts"]
 
 
 class SandboxTimeouts(BaseModel):
@@ -35,6 +41,17 @@ class SandboxTimeouts(BaseModel):
     def agent_call(self) -> float:
         """An agent's wait for one tool call's reply: `call` + `reply_grace`."""
         return self.call + self.reply_grace
+
+    def serving(self) -> Self:
+        """These timeouts for a server's requests (`tbx env serve`'s resets): a checkout
+        waits at most SERVING_CHECKOUT_BOOTS boots for its sandbox, then is refused as
+        at capacity (sandbox.CheckoutTimeout) rather than held past the client's patience."""
+        return self.model_copy(update={"checkout": SERVING_CHECKOUT_BOOTS * self.boot})
+
+
+# A served request's checkout waits this many boots: the spare it would take may be
+# booting (one boot), and another checkout's failed boot may come first (a second).
+SERVING_CHECKOUT_BOOTS = 2
 
 
 SANDBOX_TIMEOUTS = SandboxTimeouts()

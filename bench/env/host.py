@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
-from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, WALL_CLOCK
+from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, TIMEOUTS, WALL_CLOCK, Timeouts
 from bench.env.protocol import EnvError, ErrorCode
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
@@ -90,6 +90,14 @@ class EnvOptions(BaseModel):
     skip_rubrics: bool = False
     run_name: str | None = None
 
+    @property
+    def timeouts(self) -> Timeouts:
+        """The served sandboxes' timeouts, the flags applied: a boot's is `start_timeout`, and
+        a reset waits for its sandbox as a server's request does (SandboxTimeouts.serving)."""
+        return TIMEOUTS.model_copy(
+            update={"boot": self.start_timeout, "call": self.call_timeout, "wall_clock": self.wall_clock}
+        ).serving()
+
 
 def _with_preparation(build: Callable[[], AttemptSpec]) -> AttemptSpec:
     """`build()`'s spec with its sandbox preparation made (rows typed, fingerprint taken),
@@ -116,7 +124,7 @@ class EnvHost:
         self.judge = LazyRubricJudge(config.judge) if config.judge is not None else None
         self.limits = Limits(runtime=opts.runtime)
         self.manifest: dict[str, Any] | None = None
-        # Checkouts from the warm pools; a reset waits at most twice a boot's start timeout.
+        # Checkouts from the warm pools; a reset waits at most two boots (EnvOptions.timeouts).
         self.provider: DockerProvider | None = None
         self.proxy: ProxyServer | None = None
         self.user_client: LLMClient | None = None
@@ -179,8 +187,7 @@ class EnvHost:
                     provider = DockerProvider(
                         warm=max(self.warm.values(), default=1),
                         sizes=self.warm,  # per served domain (warm_sizes)
-                        start_timeout=self.opts.start_timeout,
-                        checkout_timeout=2 * self.opts.start_timeout,
+                        timeouts=self.opts.timeouts,
                         refill_delay=REFILL_DELAY,
                     )
                     # Every domain's spares are seeded ahead for its served tasks, a round

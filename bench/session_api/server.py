@@ -60,7 +60,7 @@ def session_proxy_app(bench: Benchmark, opts: ServeOptions) -> tuple[ASGIApp, st
     run_id = new_id("sessapi")
     # Spec §3.6: /session_destroy answers once the session's containers are removed,
     # so a client that destroys and then counts (or creates anew) sees them gone.
-    provider = DockerProvider(warm=opts.warm, teardown_inline=True)
+    provider = DockerProvider(warm=opts.warm, teardown_inline=True, timeouts=TIMEOUTS)
     proxy = ProxyServer(call_timeout=TIMEOUTS.call)
     store = GoldenStore(bench, opts.golden_cache, image_id=servers_image_id, run_id=run_id)
     golden = GoldenCache(store, provider, run_id=run_id)

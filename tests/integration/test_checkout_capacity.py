@@ -50,7 +50,7 @@ def test_env_serve_refuses_a_reset_no_sandbox_came_for(tmp_path: Path) -> None:
                 assert host.fatal is None, host.fatal
                 await asyncio.sleep(0.2)
             assert host.provider is not None
-            host.provider.checkout_timeout = WAIT
+            host.provider.timeouts = host.provider.timeouts.model_copy(update={"checkout": WAIT})
             refused = []
             for data in ({"test_uid": TASK}, {"test_uid": TASK, "repeat": 0}):
                 with pytest.raises(EnvError) as exc:
@@ -97,7 +97,7 @@ def test_the_session_api_refuses_a_create_no_sandbox_came_for(tmp_path: Path) ->
 
     async def go() -> list[httpx.Response]:
         await provider.start(run_id)
-        provider.checkout_timeout = WAIT
+        provider.timeouts = provider.timeouts.model_copy(update={"checkout": WAIT})
         proxy.start()
         try:
             transport = httpx.ASGITransport(app=app)

@@ -1,5 +1,5 @@
 """A checkout that gives up waiting for a sandbox (`sandbox.CheckoutTimeout`, raised by
-`DockerProvider` when its warm pool hands none over within `checkout_timeout`) is a
+`DockerProvider` when its warm pool hands none over within its `timeouts.checkout`) is a
 server at capacity, not a failed attempt: `tbx env serve` refuses the reset with
 CAPACITY_REACHED and a `retry_after` (nothing recorded, the repeat free again), the
 Session API refuses the create as its admission does (503, Retry-After), and `tbx run`
@@ -28,7 +28,14 @@ from bench.session_api.admission import AtCapacity
 from bench.session_api.app import _handled
 from bench.session_api.models import CreateBody
 from bench.session_api.sessions import Session
-from sandbox import CheckoutTimeout, DockerProvider, ProxyServer, SandboxProvider, SandboxRequest
+from sandbox import (
+    SANDBOX_TIMEOUTS,
+    CheckoutTimeout,
+    DockerProvider,
+    ProxyServer,
+    SandboxProvider,
+    SandboxRequest,
+)
 from sandbox.provider import SandboxSession
 
 
@@ -85,7 +92,7 @@ def test_the_docker_provider_gives_up_waiting_with_it() -> None:
         async def acquire(self, prepare: Any) -> Any:
             await asyncio.Event().wait()  # every spare taken, no boot finishes
 
-    provider = DockerProvider(warm=1, checkout_timeout=0.2)
+    provider = DockerProvider(warm=1, timeouts=SANDBOX_TIMEOUTS.model_copy(update={"checkout": 0.2}))
 
     async def warm_up(request: SandboxRequest) -> Any:
         return Stuck()

@@ -6,8 +6,12 @@ still equal them."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bench import defaults
 from bench.cli.main import build_parser
@@ -17,8 +21,9 @@ from bench.rollout.conversation import LoopSpec
 from bench.run.coordinator import RunOptions
 from bench.run.daemon import DaemonGate
 from bench.session_api.server import TIMEOUTS as SESSION_API_TIMEOUTS
-from sandbox import DEFAULT_CALL_TIMEOUT, SandboxPool, SandboxRequest
-from sandbox.timeouts import SANDBOX_TIMEOUTS
+from sandbox import DEFAULT_CALL_TIMEOUT, DockerProvider, SandboxPool, SandboxRequest
+from sandbox import provider as provider_module
+from sandbox.timeouts import SANDBOX_TIMEOUTS, SERVING_CHECKOUT_BOOTS
 from servers.toolsets import knowledge
 
 
@@ -65,3 +70,40 @@ def test_the_lower_layers_copies_equal_bench_defaults() -> None:
     # The search modes the policy server knows.
     assert defaults.POLICY_SEARCHES == knowledge.SEARCH_MODES
     assert defaults.POLICY_SEARCH == knowledge.DEFAULT_SEARCH
+
+
+def test_one_timeouts_object_reaches_every_boot_and_checkout_of_a_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every entry point's provider takes the one object (or its copy with flags applied).
+    assert DockerProvider().timeouts is SANDBOX_TIMEOUTS and SANDBOX_TIMEOUTS.checkout is None
+    served = EnvOptions(out=Path("x")).timeouts
+    assert (served.boot, served.call, served.wall_clock) == (120.0, 60.0, defaults.WALL_CLOCK)
+    assert served.checkout == SERVING_CHECKOUT_BOOTS * served.boot == 240.0  # a reset waits two boots
+    flags = EnvOptions(out=Path("x"), start_timeout=600, call_timeout=30).timeouts
+    assert (flags.boot, flags.call, flags.checkout) == (600, 30, 1200)
+    assert isinstance(flags, defaults.Timeouts)
+    # A provider applies its boot to cold boots and to its pools' boots alike.
+    seen: dict[str, float] = {}
+
+    class Recorded:
+        def __init__(self, request: SandboxRequest, *args: Any, **kw: Any) -> None:
+            seen["cold"] = request.start_timeout
+
+        def boot(self) -> None:
+            pass
+
+    class Pool:
+        def __init__(self, domains: list[str], **kw: Any) -> None:
+            seen["pool"] = kw["start_timeout"]
+
+        async def __aenter__(self) -> Pool:
+            return self
+
+    monkeypatch.setattr(provider_module, "Sandbox", Recorded)
+    monkeypatch.setattr(provider_module, "SandboxPool", Pool)
+    provider = DockerProvider(warm=1, timeouts=flags)
+    provider.images = {}
+    asyncio.run(provider.boot(SandboxRequest(domains=["retail"])))
+    asyncio.run(provider.warm_up(SandboxRequest(domains=["retail"])))
+    assert seen == {"cold": 600, "pool": 600}
