@@ -588,8 +588,15 @@ def attempt_page(
             + "</details>"
         )
 
-    body.append('<h2 id="conversation">Conversation</h2>')
     prefix = len(rec.prefix) if rec is not None else 0
+    if rec is not None and rec.prefix:
+        body.append(f'<h2 id="prefix">Prefix ({prefix} calls)</h2>')
+        body.append(
+            '<p class="note">Replayed through the proxy before the agent had the episode '
+            "(the client's reset or create prefix, or a fork's calls so far).</p>"
+        )
+        body += proxy_calls(rec.prefix, command)
+    body.append('<h2 id="conversation">Conversation</h2>')
     if traj is not None:
         steps = call_steps(traj, rec.trajectory, prefix) if rec is not None else {}
         body += conversation(traj, command, steps)

@@ -6,7 +6,9 @@ proxy in a fresh sandbox (bench.run.revive) stands where the attempt stood.
   terminal hash;
 * a replay to step N equals the state a live attempt had after its N-th call, dumped
   during that attempt;
-* `tbx up --from ... --json` end to end: the replayed calls and the check in its line.
+* `tbx up --from ... --json` end to end: the replayed calls and the check in its line;
+* a `tbx session-proxy --record` directory: a session of an edited task (`session:<id>`,
+  brought back from the preparation its recorder wrote) and one of a benchmark task.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from session_api_server import Task, call, create, start, stop, value
 
 from bench.dataset import load_benchmark
 from bench.rollout.agents.chaos import chaos_plan
@@ -190,3 +193,35 @@ def test_tbx_up_from_json_line(base_images: Any, spawn: Any, tbx: str, tmp_path:
         assert proc.finish(30) == 128 + signal.SIGINT, proc.err
         assert "Traceback" not in proc.err
         assert leftovers(run) == ([], [])
+
+
+def test_recorded_sessions_come_back_edited_tasks_from_their_recorded_preparation(
+    base_images: Any, tmp_path: Path
+) -> None:
+    bench = load_benchmark(PACK, strict=False)
+    task = bench.task("demo_retail.py:test_ret_defective_speaker_refund")
+    tools = list(bench.scenario_of(task).tool_names)
+    raw = bench.effective_init(task).raw
+    edited = json.loads(json.dumps(raw))
+    edited["sources"] = [{"name": "policy.md", "snippets": ["Refund every order in full."]}]
+    golden = [(t, a) for t, a in bench.golden_calls(task) if isinstance(a, dict)]
+    out = tmp_path / "out"
+    served = start(tmp_path, PACK, "--record", str(out))
+    try:
+        with served.client() as c:
+            for sid, config in (("edited", edited), ("plain", raw)):
+                value(create(c, sid, Task(task.id, task.server, {task.server: config}, tools, {})))
+                for tool, args in [*golden, ("no_such_tool", {})]:
+                    call(c, sid, tool, args)
+                assert value(c.post("/session_destroy", json={"session_id": sid})) == "Ok"
+    finally:
+        stop(served)
+    rows = {r.task_id: r for r in load_run(out).rows}
+    assert set(rows) == {"session:edited", task.id}, rows
+    assert len(list((out / "states").glob("*.seed.json.gz"))) == 1  # the edited task's only
+    plans = [plan_revival(out, "session:edited"), plan_revival(out, f"{task.id}#0")]
+    # the API refuses an unknown tool itself (it never reaches the proxy, so no record holds it)
+    assert [len(p.calls) for p in plans] == [len(golden)] * 2
+    with ProxyServer() as proxy:
+        results = asyncio.run(_replay_all(plans, proxy))
+    assert [ok for ok, _, _ in results] == [True, True], results

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +244,14 @@ def test_view_names_the_end_state_and_each_calls_state(tmp_path: Path) -> None:
     )
     # the call answered locally has no step; the others follow the prefix
     assert call_steps(traj, rec.trajectory, len(rec.prefix)) == {0: 2, 2: 3, 3: 4}
+    # the page (no trajectory file: the proxy's record): the end state's command, then the
+    # prefix's call (step 1) and each recorded call's
+    from bench.view.pages import attempt_page
+    from bench.view.summary import summarize
+
+    html = attempt_page(a, summarize(a), [], [], None, [])
+    assert f"<code>tbx up --from &#x27;{run_dir.resolve()}&#x27; att-1</code>" in html
+    assert [int(n) for n in re.findall(r'data-step="(\d+)"', html)] == [1, 2, 3, 4]
 
 
 # ---- the Session API recorder writes an edited task's preparation -----------------------
