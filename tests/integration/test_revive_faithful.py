@@ -225,3 +225,41 @@ def test_recorded_sessions_come_back_edited_tasks_from_their_recorded_preparatio
     with ProxyServer() as proxy:
         results = asyncio.run(_replay_all(plans, proxy))
     assert [ok for ok, _, _ in results] == [True, True], results
+
+
+def test_a_differing_state_is_named_never_accepted(
+    base_images: Any, spawn: Any, tbx: str, tmp_path: Path
+) -> None:
+    """A recorded terminal state the replay does not reach: MISMATCH naming the first differing
+    table and row, torn down, exit 1 (--keep-on-mismatch holds it with the warning); a recorded
+    initial state the sandbox does not start from: the data changed, exit 1, nothing replayed."""
+    from judge.record_files import read_attempt, write_state
+
+    task_id = "demo_retail.py:test_ret_expedite_headphones"
+    bench = load_benchmark(PACK, strict=False)
+    calls = [(t, a) for t, a in bench.golden_calls(bench.task(task_id)) if isinstance(a, dict)]
+    out = tmp_path / "run"
+    attempt_id, states = asyncio.run(_live_attempt(out, task_id, calls))
+    record = read_attempt(out / "attempts" / f"{attempt_id}.json")
+    table = next(t for t, rows in sorted(states[-1].items()) if rows and "id" in rows[0])
+    row = states[-1][table][0]
+    field = next(f for f in sorted(row) if f != "id")
+    tampered = {**states[-1], table: [{**row, field: "tampered"}, *states[-1][table][1:]]}
+    assert record.terminal_state_path is not None and record.initial_state_path is not None
+    write_state(out / "attempts" / record.terminal_state_path, tampered)
+    argv = [tbx, "up", "--from", str(out), attempt_id, "--no-typesense"]
+    proc = spawn(argv)
+    assert proc.finish(120) == 1, proc.err
+    assert "MISMATCH" in proc.err and f"first difference: table {table} row {row['id']}: {field}:" in proc.err
+    assert "Traceback" not in proc.err and "tearing down" in proc.err
+    proc = spawn([*argv, "--keep-on-mismatch", "--json"])
+    doc = json.loads(proc.wait_line(lambda line: line.lstrip().startswith("{"), 120))
+    assert not doc["check"]["matched"] and doc["check"]["first_difference"]["table"] == table
+    proc.send(signal.SIGINT)
+    assert proc.finish(30) == 128 + signal.SIGINT and "MISMATCH" in proc.err
+    assert leftovers(doc["run_id"]) == ([], [])
+    write_state(out / "attempts" / record.initial_state_path, tampered)  # "the data changed since the run"
+    proc = spawn(argv)
+    assert proc.finish(120) == 1, proc.err
+    assert "does not start where attempt" in proc.err and f"table {table}" in proc.err
+    assert "Traceback" not in proc.err and len(proc.err.strip().splitlines()) == 1, proc.err
