@@ -11,7 +11,16 @@ connected (started, on which networks, gone): a sandbox whose whole life the
 stream saw, and nothing of it lost, is known alive without asking the daemon
 (`known_alive`), which a registration uses instead of a Docker call. A
 reconnect forgets it all (events may have been missed meanwhile): sets started
-before it are checked by asking the daemon again."""
+before it are checked by asking the daemon again.
+
+On a daemon shared with other clients the stream carries their events too. What it
+keeps is tbx's alone: containers by their labels (`sandbox.labels.RUN`, which a
+container event carries), a network's connect and disconnect by the container, a
+network's removal when a tbx container was on it (a network event carries no
+labels). Another client's churn therefore neither grows the memory nor pushes tbx's
+own losses out of it. Only the names of networks created and not yet removed are kept
+whoever made them (at its creation nothing tells whose a network is): bounded by the
+networks the daemon holds at once."""
 
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ import requests.exceptions
 from sandbox.container_fate import Fate, lost_fate
 from sandbox.docker_client import docker_client
 from sandbox.faults import NODE_FAULT
+from sandbox.labels import RUN
 from sandbox.proxy.models import SandboxGoneError
 
 log = logging.getLogger(__name__)
@@ -114,10 +124,12 @@ class _Seen:
     """What the event stream saw since it connected (guarded by the watch's lock)."""
 
     def __init__(self) -> None:
-        self.running: set[str] = set()  # containers it saw start and not die, pause or go
-        self.networks: set[str] = set()  # networks (by name) it saw created and not removed
-        self.attached: set[tuple[str, str]] = set()  # (network, container) it saw connect
-        # container id or network name -> what happened to it (also of sets not watched yet)
+        self.ours: set[str] = set()  # tbx's containers it saw created or started and not removed
+        self.running: set[str] = set()  # tbx's containers it saw start and not die, pause or go
+        self.networks: set[str] = set()  # networks (by name) it saw created and not removed: anyone's
+        self.our_networks: set[str] = set()  # those of them a tbx container was connected to
+        self.attached: set[tuple[str, str]] = set()  # (network, tbx container) it saw connect
+        # tbx's container id or network name -> what happened to it (also of sets not watched yet)
         self.lost: OrderedDict[str, str] = OrderedDict()
 
     def lose(self, what: str, cause: str) -> None:
@@ -326,27 +338,39 @@ class SandboxWatch:
 
 
 def _remember(seen: _Seen, kind: Any, action: str, actor_id: str, attrs: Mapping[str, Any]) -> None:
-    """Keep what one event tells of a container's or network's life (`_Seen`)."""
+    """Keep what one event tells of a tbx container's or network's life (`_Seen`; another
+    client's containers and networks are passed over, see the module doc)."""
     if kind == "container":
+        if RUN not in attrs:  # a container event carries the container's labels
+            return
+        if action in ("create", "start"):
+            seen.ours.add(actor_id)
         if action == "start":
             seen.running.add(actor_id)
         elif action in ("die", "destroy", "pause"):
             seen.running.discard(actor_id)
             seen.lose(actor_id, f"container {attrs.get('name', actor_id[:12])} got a {action} event")
+            if action == "destroy":
+                seen.ours.discard(actor_id)
     elif kind == "network":
         name, container = attrs.get("name", ""), attrs.get("container", "")
         if action == "create":
             seen.networks.add(name)
             seen.lost.pop(name, None)  # a new network of a removed one's name
+        elif action == "destroy":
+            seen.networks.discard(name)
+            if name in seen.our_networks:
+                seen.our_networks.discard(name)
+                seen.attached = {a for a in seen.attached if a[0] != name}
+                seen.lose(name, f"its network {name} was removed")
+        elif container not in seen.ours:  # another client's container (or one seen before the stream)
+            return
         elif action == "connect":
             seen.attached.add((name, container))
+            seen.our_networks.add(name)
         elif action == "disconnect":
             seen.attached.discard((name, container))
             seen.lose(f"{name}/{container}", f"a container left its network {name}")
-        elif action == "destroy":
-            seen.networks.discard(name)
-            seen.attached = {a for a in seen.attached if a[0] != name}
-            seen.lose(name, f"its network {name} was removed")
 
 
 def _earlier_loss(seen: _Seen, containers: Mapping[str, str], network: str | None) -> str | None:

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox.labels import RUN
 from sandbox.proxy.watch import REMEMBER_LOSSES, SandboxWatch
 
 NET = "tbx-net-a1"
 SET = {"postgres": "c" * 64, "server-retail": "d" * 64}
 
 
-def container(action: str, cid: str, **attrs: str) -> dict[str, Any]:
+def container(action: str, cid: str, *, tbx: bool = True, **attrs: str) -> dict[str, Any]:
+    """A container event as Docker sends it: with the container's labels (tbx's, unless `tbx` is False)."""
+    labels = {RUN: "run-a1", "tbx.attempt": "att-a1"} if tbx else {"com.example.app": "other"}
     return {
         "Type": "container",
         "Action": action,
-        "Actor": {"ID": cid, "Attributes": {"name": cid[:6], **attrs}},
+        "Actor": {"ID": cid, "Attributes": {"name": cid[:6], **labels, **attrs}},
     }
 
 
@@ -122,3 +125,56 @@ def test_losses_are_remembered_up_to_a_bound() -> None:
         watch._on_event(container("destroy", f"{i:064x}"))
     assert len(watch._seen.lost) == REMEMBER_LOSSES
     assert f"{0:064x}" not in watch._seen.lost  # the oldest went first
+
+
+def churn(watch: SandboxWatch, n: int) -> None:
+    """Another client's containers on a network of its own, each created, connected, started,
+    killed and removed, as a shared daemon's stream carries them."""
+    watch._on_event(network("create", "their-net"))
+    for i in range(n):
+        cid = f"{i:064x}"
+        for action in ("create", "connect", "start", "die", "disconnect", "destroy"):
+            if action in ("connect", "disconnect"):
+                watch._on_event(network(action, "their-net", cid))
+            else:
+                watch._on_event(container(action, cid, tbx=False, exitCode="0"))
+    watch._on_event(network("destroy", "their-net"))
+
+
+def test_other_clients_events_are_not_remembered() -> None:
+    watch, _ = new_watch()
+    churn(watch, 50)
+    seen = watch._seen
+    assert (seen.ours, seen.running, seen.attached, seen.our_networks, dict(seen.lost)) == (
+        set(),
+        set(),
+        set(),
+        set(),
+        {},
+    )
+    assert seen.networks == set()  # created and removed: no name kept either
+    # A running container of another client's is never taken for known alive.
+    watch._on_event(container("start", "f" * 64, tbx=False))
+    assert not watch.known_alive({"x": "f" * 64}, None)
+
+
+def test_a_tbx_loss_outlives_any_amount_of_other_clients_churn() -> None:
+    watch, gone = new_watch()
+    booted(watch)
+    watch._on_event(container("die", SET["server-retail"], exitCode="1", name="srv"))
+    churn(watch, REMEMBER_LOSSES + 10)  # once enough to push it out of the bounded memory
+    assert list(watch._seen.lost) == [SET["server-retail"]]
+    watch.add("attempt-1", SET, NET)
+    try:
+        assert gone == [("attempt-1", "sandbox gone: container srv got a die event")]
+    finally:
+        watch.close()
+
+
+def test_a_tbx_network_removed_is_remembered_and_anothers_is_not() -> None:
+    watch, _ = new_watch()
+    booted(watch)
+    watch._on_event(network("create", "their-net"))
+    watch._on_event(network("destroy", "their-net"))
+    watch._on_event(network("destroy", NET))
+    assert list(watch._seen.lost) == [NET]

@@ -16,6 +16,7 @@ import pytest
 
 import sandbox.proxy.watch as watch_mod
 from sandbox.container_fate import Fate
+from sandbox.labels import RUN
 from sandbox.proxy.watch import SandboxWatch
 
 NET = "tbx-net-r1"
@@ -99,11 +100,16 @@ def watched(client: FakeClient) -> Iterator[Watched]:
 
 
 def die(cid: str) -> dict[str, Any]:
-    return {"Type": "container", "Action": "die", "Actor": {"ID": cid, "Attributes": {"name": cid[:6]}}}
+    return {
+        "Type": "container",
+        "Action": "die",
+        "Actor": {"ID": cid, "Attributes": {"name": cid[:6], RUN: "r"}},
+    }
 
 
 def start(cid: str) -> dict[str, Any]:
-    return {"Type": "container", "Action": "start", "Actor": {"ID": cid, "Attributes": {"name": cid[:6]}}}
+    attrs = {"name": cid[:6], RUN: "r"}  # a tbx container: its labels come with its events
+    return {"Type": "container", "Action": "start", "Actor": {"ID": cid, "Attributes": attrs}}
 
 
 def test_the_reader_keeps_reading_while_a_loss_is_being_described(
