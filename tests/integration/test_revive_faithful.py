@@ -263,3 +263,43 @@ def test_a_differing_state_is_named_never_accepted(
     assert proc.finish(120) == 1, proc.err
     assert "does not start where attempt" in proc.err and f"table {table}" in proc.err
     assert "Traceback" not in proc.err and len(proc.err.strip().splitlines()) == 1, proc.err
+
+
+def test_an_env_serve_episode_with_a_prefix_comes_back(
+    base_images: Any, dataset: Path, tmp_path: Path
+) -> None:
+    """A `tbx env serve --out` directory: an episode reset with a one-call prefix, then one
+    call of its own, comes back to its recorded terminal hash (prefix first), and to step 1
+    (the prefix alone) in the state of the same call made live."""
+    import httpx
+    from env_server_process import TASK, UserStub, start_server, stop_server, wait_ready, write_config
+
+    bench = load_benchmark(dataset, strict=False)
+    calls = [{"tool": t, "arguments": a} for t, a in bench.golden_calls(bench.task(TASK))]
+    assert len(calls) >= 2
+    stub = UserStub()
+    served = start_server(
+        tmp_path, write_config(tmp_path / "models.json", stub.base_url), dataset, "--warm", "1"
+    )
+    try:
+        wait_ready(served)
+        http = httpx.Client(base_url=served.url, timeout=600)
+        r = http.post("/reset", json={"test_uid": TASK, "prefix": calls[:1]})
+        assert r.status_code == 200, r.text
+        episode = r.json()["observation"]["metadata"]["episode_id"]
+        action = {"type": "call_tool", "tool_name": calls[1]["tool"], "arguments": calls[1]["arguments"]}
+        assert http.post("/step", json={"action": action, "episode_id": episode}).status_code == 200
+        done = {"type": "submit_message", "content": "That is all I can do. <DONE>"}
+        r = http.post("/step", json={"action": done, "episode_id": episode})
+        assert r.status_code == 200 and r.json()["done"], r.text
+        attempt_id = r.json()["observation"]["metadata"]["attempt_id"]
+    finally:
+        stop_server(served)
+        stub.close()
+    plan = plan_revival(served.out, attempt_id)
+    assert (plan.prefix, [c.tool for c in plan.calls]) == (1, [c["tool"] for c in calls[:2]])
+    with ProxyServer() as proxy:
+        [(matched, _, diff)] = asyncio.run(_replay_all([plan], proxy))
+        assert matched, diff
+        after_prefix = asyncio.run(_state_at(served.out, attempt_id, 1, proxy))
+    assert after_prefix != plan.initial_state and after_prefix != plan.terminal_state
