@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         AdminClient,
     )
     from sandbox.proxy.clients import (
+        MCP_HTTP_TIMEOUT,
         list_all_tools,
         proxy_client,
         upstream_client,
@@ -121,6 +122,7 @@ _EXPORTS: dict[str, str] = {
     "Fault": "sandbox.faults",
     "ImageMissingError": "sandbox.errors",
     "Limits": "sandbox.services",
+    "MCP_HTTP_TIMEOUT": "sandbox.proxy.clients",
     "NetworkPoolExhaustedError": "sandbox.errors",
     "NODE_FAULT": "sandbox.faults",
     "OTHER_FAULT": "sandbox.faults",

@@ -12,12 +12,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig
+from sandbox import MCP_HTTP_TIMEOUT
 from sandbox.tls import client_ssl_context
 
-__all__ = ["MCP_HTTP_TIMEOUT", "AgentClients", "mcp_client"]
-
-# the SDK's own defaults for MCP over HTTP: 30 s to connect / write, 300 s between reads
-MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+__all__ = ["AgentClients", "mcp_client"]
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,10 @@ from sandbox.proxy.relay import bind_to_device
 from sandbox.tls import client_ssl_context
 
 PROXY_PROTOCOL = LATEST_PROTOCOL_VERSION  # what the session proxy's MCP server speaks
+# Every MCP client over HTTP that tbx owns the HTTP client of (the proxy's to a server, an
+# agent's to the proxy: bench.rollout.clients): the SDK's own defaults, 30 s to connect or
+# write and 300 s between reads. A call's own bound is the proxy's (sandbox.timeouts).
+MCP_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def upstream_client(
@@ -34,12 +38,11 @@ def upstream_client(
 
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[Any]:
-        timeout = httpx2.Timeout(30.0, read=300.0)
         options = [bind_to_device(interface)] if interface else None
         async with (
             httpx2.AsyncClient(
                 headers=dict(headers or {}),
-                timeout=timeout,
+                timeout=MCP_HTTP_TIMEOUT,
                 transport=httpx2.AsyncHTTPTransport(verify=client_ssl_context(), socket_options=options),
             ) as http,
             streamable_http_client(url, http_client=http) as streams,

@@ -14,6 +14,8 @@ import warnings
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
 
+from .embedding import DIM  # the module imports nothing but the standard library until a model loads
+
 if TYPE_CHECKING:
     import ssl
 
@@ -38,8 +40,8 @@ COLLECTION_FIELDS: list[dict[str, Any]] = [
     {"name": TEXT, "type": "string"},
 ]
 EMBEDDING = "embedding"
-EMBEDDING_DIM = 384
-EMBEDDING_FIELD: dict[str, Any] = {"name": EMBEDDING, "type": "float[]", "num_dim": EMBEDDING_DIM}
+# As many dimensions as the model's vectors (its own constant: the model decides them).
+EMBEDDING_FIELD: dict[str, Any] = {"name": EMBEDDING, "type": "float[]", "num_dim": DIM}
 
 SERVICE_UNAVAILABLE = "Search service is not available"
 SEARCH_FAILED_PREFIX = "Failed to search articles: "

@@ -26,7 +26,6 @@ from .collection import (
     COLLECTION_FIELDS,
     CONTENT,
     EMBEDDING,
-    EMBEDDING_DIM,
     EMBEDDING_FIELD,
     INDEX_FAILED_PREFIX,
     SOURCE,
@@ -107,8 +106,8 @@ def index_sources(
         if len(embeddings) != len(docs):
             raise ValueError(f"{len(embeddings)} embeddings for {len(docs)} snippets")
         for doc, vec in zip(docs, embeddings, strict=True):
-            if len(vec) != EMBEDDING_DIM:
-                raise ValueError(f"an embedding has {len(vec)} dimensions, expected {EMBEDDING_DIM}")
+            if len(vec) != DIM:
+                raise ValueError(f"an embedding has {len(vec)} dimensions, expected {DIM}")
             doc[EMBEDDING] = [float(x) for x in vec]
         fields.append(EMBEDDING_FIELD)
     try:
