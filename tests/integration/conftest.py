@@ -26,8 +26,10 @@ import docker
 import docker.errors
 import pytest
 from daemon_probe import UNANSWERED_BEFORE_STOP, daemon_state, unanswered
+from sandbox_containers import DEMO_PACK
 from typesense_container import Running, build_typesense_image, start_hardened
 
+from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import seeded_request
 from sandbox import labels as lbl
 from sandbox.docker_client import docker_client
@@ -132,6 +134,12 @@ def typesense(dclient: docker.DockerClient, typesense_image: str) -> Iterator[Ru
         yield running
     finally:
         running.container.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def demo_bench() -> Benchmark:
+    """The embedded demo pack (bench/packs/demo), loaded once per module."""
+    return load_benchmark(DEMO_PACK, strict=False)
 
 
 @pytest.fixture(scope="session")
@@ -324,7 +332,6 @@ def outside(
 
 
 # ---- the demo runs tbx view and tbx compare are tested on ---------------------------------------
-DEMO_PACK = REPO / "bench" / "packs" / "demo"
 DEMO_AGENTS = ("oracle", "chaos")
 
 

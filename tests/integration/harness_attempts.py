@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_containers import started_provider
+
 from bench.dataset import Benchmark, Task
 from bench.llm.config import ModelsConfig
 from bench.run.attempt import AttemptOutcome, attempt_spec
@@ -16,7 +18,7 @@ from bench.run.golden import GoldenStore
 from bench.run.grading import grade
 from bench.run.lifecycle import execute_attempt
 from judge import GoldenState
-from sandbox import DockerProvider, ProxyServer, new_id
+from sandbox import ProxyServer, new_id
 
 
 @dataclass
@@ -37,11 +39,9 @@ async def graded_attempt(
     golden_dir: Path,
 ) -> GradedAttempt:
     """Run and grade one attempt; the provider is closed and `run_id` swept whatever happens."""
-    provider = DockerProvider(warm=0)
     golden_store = GoldenStore(bench, golden_dir, run_id=run_id)
-    await provider.start(run_id)
-    provider.plan({task.domain: 1})
-    try:
+    async with started_provider(run_id, warm=0) as provider:
+        provider.plan({task.domain: 1})
         golden = await golden_store.get(task)
         spec = attempt_spec(
             bench,
@@ -55,9 +55,6 @@ async def graded_attempt(
             harness=harness,
         )
         outcome = await execute_attempt(spec, provider, proxy)
-    finally:
-        await provider.close()
-        await provider.sweep(run_id)
     assert outcome.system_error is None, outcome.system_error
     assert outcome.terminal_state is not None
     graded = await grade(

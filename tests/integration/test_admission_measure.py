@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.run.admission import admit_run, measure_domain, set_usage
@@ -16,14 +17,12 @@ from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
-
 
 def test_measured_set_is_cached_and_admits_far_more_than_the_limits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TBX_CACHE", str(tmp_path))
-    bench = load_benchmark(PACK, strict=False)
+    bench = load_benchmark(DEMO_PACK, strict=False)
     tasks = [t for t in bench.tasks if t.domain == "retail"]
     images = resolve_images(True)
     usage = asyncio.run(set_usage(bench, tasks, images))["retail"]
@@ -41,7 +40,7 @@ def test_measured_set_is_cached_and_admits_far_more_than_the_limits(
 
 
 def test_measuring_leaves_nothing(tmp_path: Path) -> None:
-    bench = load_benchmark(PACK, strict=False)
+    bench = load_benchmark(DEMO_PACK, strict=False)
     task = next(t for t in bench.tasks if t.domain == "retail")
     run_id = new_id("run")
     usage = asyncio.run(measure_domain(bench, task, resolve_images(True), typesense=False, run_id=run_id))

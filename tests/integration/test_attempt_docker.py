@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK, started_provider
 
 from bench.dataset import load_benchmark
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
@@ -20,7 +21,6 @@ from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_travel.py:test_trv_broken_air_conditioning"
 
 
@@ -28,16 +28,14 @@ TASK = "demo_travel.py:test_trv_broken_air_conditioning"
 def test_oracle_spec_in_a_docker_sandbox_ends_in_the_golden_state(
     base_images: dict[str, str], tmp_path: Path, warm: int
 ) -> None:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-attempt")
-    provider = DockerProvider(warm=warm)
     golden_store = GoldenStore(bench, tmp_path / "golden", run_id=run_id)
 
-    async def go() -> tuple[GoldenState, AttemptOutcome]:
-        await provider.start(run_id)
-        provider.plan({task.domain: 1})
-        try:
+    async def go() -> tuple[GoldenState, AttemptOutcome, DockerProvider]:
+        async with started_provider(run_id, warm=warm) as provider:
+            provider.plan({task.domain: 1})
             golden = await golden_store.get(task)
             spec = attempt_spec(
                 bench,
@@ -51,12 +49,9 @@ def test_oracle_spec_in_a_docker_sandbox_ends_in_the_golden_state(
             shipped = AttemptSpec.model_validate_json(spec.model_dump_json())
             with ProxyServer() as proxy:
                 outcome = await execute_attempt(shipped, provider, proxy)
-            return golden, outcome
-        finally:
-            await provider.close()
-            await provider.sweep(run_id)
+        return golden, outcome, provider
 
-    golden, outcome = asyncio.run(go())
+    golden, outcome, provider = asyncio.run(go())
     assert outcome.system_error is None, outcome.system_error.traceback if outcome.system_error else ""
     assert outcome.terminal_state is not None
     assert state_hash(outcome.terminal_state) == golden.golden_hash

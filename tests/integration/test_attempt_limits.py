@@ -11,23 +11,22 @@ few seconds of calls, each within the proxy's per-call argument cap.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from sandbox_containers import DEMO_PACK, started_provider
 
 from bench.dataset import load_benchmark
 from bench.run.attempt import AttemptOutcome, attempt_spec
 from bench.run.grading import grade
 from bench.run.lifecycle import open_attempt
 from judge import GoldenState, state_hash
-from sandbox import DockerProvider, Limits, ProxyServer, SandboxGoneError, leftovers, new_id, proxy_client
+from sandbox import Limits, ProxyServer, SandboxGoneError, leftovers, new_id, proxy_client
 from sandbox.proxy.limits import MAX_ARGUMENT_BYTES
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 SERVER = "server-retail"
 LIMITS = Limits(memory="160m")  # every container of the set; the server's own load passes it first
@@ -53,39 +52,36 @@ async def _read_all(client: Any) -> Any:
 
 
 def _run(body: Any) -> tuple[AttemptOutcome, BaseException | None, Any]:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-limits")
-    provider = DockerProvider(warm=0)
 
     async def go() -> tuple[AttemptOutcome, BaseException | None, Any]:
-        await provider.start(run_id)
         seen: Any = None
         try:
-            spec = attempt_spec(
-                bench,
-                task,
-                0,
-                run_id=run_id,
-                attempt_id=new_id("att-lim"),
-                agent="noop",
-                images=provider.images,
-                limits=LIMITS,
-            )
-            outcome = AttemptOutcome.of(spec)
-            with ProxyServer() as proxy:
-                try:
-                    async with (
-                        open_attempt(spec, provider, proxy, outcome=outcome) as live,
-                        proxy_client(live.registration) as client,
-                    ):
-                        seen = await body(live, client, proxy)
-                except Exception as exc:
-                    return outcome, exc, seen
-            return outcome, None, seen
+            async with started_provider(run_id, warm=0) as provider:
+                spec = attempt_spec(
+                    bench,
+                    task,
+                    0,
+                    run_id=run_id,
+                    attempt_id=new_id("att-lim"),
+                    agent="noop",
+                    images=provider.images,
+                    limits=LIMITS,
+                )
+                outcome = AttemptOutcome.of(spec)
+                with ProxyServer() as proxy:
+                    try:
+                        async with (
+                            open_attempt(spec, provider, proxy, outcome=outcome) as live,
+                            proxy_client(live.registration) as client,
+                        ):
+                            seen = await body(live, client, proxy)
+                    except Exception as exc:
+                        return outcome, exc, seen
+                return outcome, None, seen
         finally:
-            await provider.close()
-            await provider.sweep(run_id)
             assert leftovers(run_id) == ([], [])
 
     return asyncio.run(go())
@@ -128,7 +124,7 @@ def test_its_own_calls_over_the_servers_memory_limit_are_a_failure_not_a_system_
         initial_hash=state_hash(initial),
         golden_hash=state_hash(initial),
     )
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     graded = asyncio.run(
         grade(
             bench,

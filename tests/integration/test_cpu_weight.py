@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.prepare import task_preparation
@@ -22,7 +23,6 @@ from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 CPU = ROOT / "cpu"
 
 
@@ -38,7 +38,7 @@ def _shares(container_id: str) -> int:
 def test_pooled_sets_boot_low_and_a_checked_out_set_runs_at_the_default_weight(
     base_images: dict[str, str],
 ) -> None:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = next(t for t in bench.tasks if t.domain == "retail")
     prep = task_preparation(bench, task, typesense=False)
     run_id = new_id("run-it-weight")
@@ -85,7 +85,7 @@ def test_attempt_containers_sit_under_tbx_s_parent_with_its_weight(
         pytest.skip("tbx's cgroup parent is for Docker's cgroupfs driver")
     monkeypatch.setenv(cgroup_parent.SHARES_ENV, "4096")
     monkeypatch.setattr(cgroup_parent, "_decided", {})
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = next(t for t in bench.tasks if t.domain == "retail")
     request = SandboxRequest(
         domains=["retail"],

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 from second_daemon import SecondDaemon, rows_by_key, tbx_command
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 REPEATS = 12  # enough work left after the first row that the restart lands mid-run
 
@@ -54,7 +54,7 @@ def run_args(out: Path, cache: Path, *extra: str) -> list[str]:
     return tbx_command(
         "run",
         "--dataset",
-        str(PACK),
+        str(DEMO_PACK),
         "--tasks",
         TASK,
         "--agent",

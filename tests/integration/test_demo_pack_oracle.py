@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.replay.local import fresh_schema, reset_rows, seed_state
@@ -27,7 +27,6 @@ from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 # One task per domain: together they write orders, payments, returns, claims,
 # bookings, CRM profiles, hotel escalations, assets and security audits.
 TASKS = {
@@ -64,7 +63,7 @@ def replay_in_process(conn: psycopg.Connection[Any], bench: Benchmark, task: Tas
 
 @pytest.fixture(scope="module")
 def pack() -> Benchmark:
-    return load_benchmark(PACK)
+    return load_benchmark(DEMO_PACK)
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ import mcp_types as types
 import pytest
 from fake_models import FakeModels, tool_call_msgs
 from harness_attempts import graded_attempt
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import sandbox_request
@@ -54,7 +55,6 @@ from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_defective_speaker_refund"
 REFUNDS = "external_retail_toolset_stripe_models_refunds"
 REASON = "I only want the refund once the speaker is back with you."
@@ -106,7 +106,7 @@ def golden_calls(bench: Benchmark) -> list[tuple[str, dict[str, Any]]]:
 def attempt(
     harness: list[str], answer: str, tmp_path: Path
 ) -> tuple[AttemptOutcome, GoldenState, bool, FakeModels, Approver | None]:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-approval")
     models = FakeModels()
@@ -156,7 +156,7 @@ def golden_values(golden: GoldenState) -> set[str]:
 def test_approval_holds_the_refund_until_the_user_approves_and_a_refusal_leaves_it_undone(
     tmp_path: Path,
 ) -> None:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     calls = golden_calls(bench)
     assert [t for t, _ in calls].count("create_refund") == 1
@@ -234,7 +234,7 @@ def test_approval_holds_the_refund_until_the_user_approves_and_a_refusal_leaves_
 
 
 def test_the_servers_publish_the_marking_as_tool_annotations() -> None:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     run_id = f"test-annotations-{uuid.uuid4().hex[:8]}"
     sb = Sandbox(sandbox_request(bench, task, typesense=False, run_id=run_id))

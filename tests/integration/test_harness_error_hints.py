@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from fake_models import FakeModels, tool_call_msgs
 from harness_attempts import graded_attempt
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.run.attempt import AttemptOutcome
@@ -33,7 +34,6 @@ from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 ORDER = "ORD-30000011"
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -53,7 +53,7 @@ def fake_models() -> Iterator[FakeModels]:
 
 
 def run_attempt(models: FakeModels, harness: list[str], tmp_path: Path) -> tuple[AttemptOutcome, GoldenState]:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     models.scripts["agent-m"] = [
         *tool_call_msgs(CALLS),

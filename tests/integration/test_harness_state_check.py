@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from fake_models import FakeModels
 from harness_attempts import graded_attempt
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.rollout.harness.state_check import check_text
@@ -34,7 +35,6 @@ from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 CHECK = "[tbx state check]"
 
@@ -91,7 +91,7 @@ def golden_calls(bench: Benchmark) -> list[tuple[str, dict[str, Any]]]:
 def attempt(
     harness: list[str], tmp_path: Path
 ) -> tuple[AttemptOutcome, GoldenState, bool, list[dict[str, Any]]]:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     task = bench.task(TASK)
     run_id = new_id("run-it-check")
 

@@ -36,7 +36,7 @@ import pytest
 
 import bench.replay.sandboxed as sandboxed
 import bench.run.lifecycle as lifecycle
-from bench.dataset import Benchmark, load_benchmark
+from bench.dataset import Benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.golden import GoldenStore
 from bench.run.results import read_rows
@@ -48,21 +48,15 @@ from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 SERVER = "server-retail"
 
 
 @pytest.fixture(scope="module")
-def bench() -> Benchmark:
-    return load_benchmark(PACK, strict=False)
-
-
-@pytest.fixture(scope="module")
-def golden(bench: Benchmark, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def golden(demo_bench: Benchmark, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A golden cache holding the task's state, so only the golden case replays."""
     path = tmp_path_factory.mktemp("golden")
-    asyncio.run(GoldenStore(bench, path).get(bench.task(TASK)))
+    asyncio.run(GoldenStore(demo_bench, path).get(demo_bench.task(TASK)))
     return path
 
 
@@ -193,7 +187,7 @@ def no_leftovers() -> Iterator[Callable[[str], None]]:
 
 @pytest.mark.parametrize("phase", list(CASES))
 def test_a_kill_in_each_phase_is_harmless_or_one_retry(
-    bench: Benchmark,
+    demo_bench: Benchmark,
     golden: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -215,11 +209,11 @@ def test_a_kill_in_each_phase_is_harmless_or_one_retry(
         retries=RetryPolicy(max_retries=2, wait_first=0.1),
     )
     notices: list[str] = []
-    coordinator = Coordinator(bench, opts, provider=Provider(kill, warm, phase), notice=notices.append)
+    coordinator = Coordinator(demo_bench, opts, provider=Provider(kill, warm, phase), notice=notices.append)
     kill.run_id = coordinator.run_id
     no_leftovers(coordinator.run_id)
     with caplog.at_level(logging.WARNING):
-        asyncio.run(coordinator.run([bench.task(TASK)]))
+        asyncio.run(coordinator.run([demo_bench.task(TASK)]))
 
     [victim] = kill.victims  # the kill was made, once
     [row] = read_rows(out / "results.jsonl")

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -34,7 +35,6 @@ from bench.dataset import load_benchmark
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 SEED = 1000
 DOWN_REPEAT = 2
@@ -47,7 +47,7 @@ class FlappingModel(StubModel):
     requests of repeat DOWN_REPEAT always get a 503."""
 
     def __init__(self) -> None:
-        super().__init__(load_benchmark(PACK, strict=False), delay=0.0)
+        super().__init__(load_benchmark(DEMO_PACK, strict=False), delay=0.0)
         self.requests = 0
         self.faults: dict[str, int] = {}
 
@@ -97,7 +97,7 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     config = {"agent": {"model": AGENT_MODEL, "seed": SEED, **role}, "user": {"model": USER_MODEL, **role}}
     (tmp_path / "models.json").write_text(json.dumps(config))
     out = tmp_path / "run"
-    args = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(PACK), "--tasks", TASK]
+    args = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(DEMO_PACK), "--tasks", TASK]
     args += ["--agent", "llm", "--config", str(tmp_path / "models.json"), "--repeat", "3"]
     args += ["--concurrency", "1", "--warm", "0", "--max-retries", str(RUN_RETRIES), "--skip-rubrics"]
     args += ["--plain"]

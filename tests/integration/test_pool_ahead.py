@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.prepare import TaskPreparation, task_preparation
@@ -23,11 +23,9 @@ from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
-
 
 def _preparations() -> list[TaskPreparation]:
-    bench = load_benchmark(PACK)
+    bench = load_benchmark(DEMO_PACK)
     tasks = [t for t in bench.tasks if t.domain == "retail"][:3]
     return [task_preparation(bench, t, typesense=False) for t in tasks]
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from bench.dataset import Benchmark, load_benchmark
+from bench.dataset import Benchmark
 from bench.prepare import task_preparation
 from bench.run import lifecycle
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
@@ -29,13 +28,6 @@ from sandbox.sandbox import SandboxRequest
 from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
-
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
-
-
-@pytest.fixture(scope="module")
-def bench() -> Benchmark:
-    return load_benchmark(PACK, strict=False)
 
 
 @pytest.fixture
@@ -119,9 +111,9 @@ async def _ahead(provider: DockerProvider, run_id: str, n: int) -> SandboxPool:
 
 
 def test_a_hand_over_records_the_state_read_at_prepare_which_a_dump_at_checkout_equals(
-    bench: Benchmark, run: str, monkeypatch: pytest.MonkeyPatch
+    demo_bench: Benchmark, run: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    specs = _specs(bench, run, 2)
+    specs = _specs(demo_bench, run, 2)
 
     async def go() -> list[dict[str, Any]]:
         provider = _provider(DockerProvider, specs)
@@ -144,9 +136,9 @@ def test_a_hand_over_records_the_state_read_at_prepare_which_a_dump_at_checkout_
 
 
 def test_a_spare_written_to_before_its_hand_over_is_dumped_again(
-    bench: Benchmark, run: str, monkeypatch: pytest.MonkeyPatch
+    demo_bench: Benchmark, run: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    specs = _specs(bench, run, 1)
+    specs = _specs(demo_bench, run, 1)
 
     async def go() -> dict[str, Any]:
         provider = _provider(Touching, specs)
@@ -162,12 +154,12 @@ def test_a_spare_written_to_before_its_hand_over_is_dumped_again(
 
     seen = asyncio.run(go())
     assert seen["initial"] == seen["dump_at_checkout"]
-    seeded = task_preparation(bench, bench.task(specs[0].task_id)).rows["retail"]
+    seeded = task_preparation(demo_bench, demo_bench.task(specs[0].task_id)).rows["retail"]
     assert sum(map(len, seen["initial"].values())) < sum(map(len, seeded.values()))  # the rows it lost
 
 
-def test_a_state_read_for_one_preparer_is_handed_to_no_other(bench: Benchmark, run: str) -> None:
-    a, b = (s.sandbox_request().prepare for s in _specs(bench, run, 2))
+def test_a_state_read_for_one_preparer_is_handed_to_no_other(demo_bench: Benchmark, run: str) -> None:
+    a, b = (s.sandbox_request().prepare for s in _specs(demo_bench, run, 2))
     assert a is not None and b is not None and a.fingerprint() != b.fingerprint()
 
     async def go() -> None:

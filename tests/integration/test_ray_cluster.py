@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.run.results import read_rows
 from sandbox.docker_client import docker_client
@@ -39,7 +40,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
-PACK = REPO / "bench" / "packs" / "demo"
 TASKS = [
     "demo_retail.py:test_ret_expedite_headphones",
     "demo_retail.py:test_ret_defective_speaker_refund",
@@ -122,7 +122,7 @@ def tbx(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
 
 
 def run_args(
-    out: Path, golden: Path, tasks: list[str], repeat: int, *extra: str, dataset: Path = PACK
+    out: Path, golden: Path, tasks: list[str], repeat: int, *extra: str, dataset: Path = DEMO_PACK
 ) -> list[str]:
     return [
         "run",
@@ -200,7 +200,7 @@ def test_nodes_run_attempts_without_reading_the_drivers_dataset(
     since a spec carries all its attempt needs (bench.rollout.brief), and no node
     process ever tried to open it."""
     dataset = guard / "unreadable" / "demo"
-    shutil.copytree(PACK, dataset)
+    shutil.copytree(DEMO_PACK, dataset)
     out = tmp_path / "ray"
     run = tbx(*run_args(out, tmp_path / "golden", TASKS[:2], 1, "--ray", cluster.address, dataset=dataset))
     assert run.returncode == 0, run.stderr[-3000:]

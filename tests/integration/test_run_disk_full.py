@@ -21,13 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.run.results import read_rows
 from sandbox.sweeper import leftovers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 REPEATS = 4
 
@@ -65,7 +65,7 @@ def fill(disk: Path) -> Path:
 def test_full_disk_stops_the_run_cleanly_and_a_resume_completes_it(small_disk: Path, tmp_path: Path) -> None:
     out = small_disk / "run"
     results = out / "results.jsonl"
-    args = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(PACK), "--tasks", TASK]
+    args = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(DEMO_PACK), "--tasks", TASK]
     args += ["--agent", "oracle", "--repeat", str(REPEATS), "--concurrency", "1", "--warm", "0"]
     args += ["--skip-rubrics", "--plain", "--out", str(out), "--golden-cache", str(tmp_path / "golden")]
 

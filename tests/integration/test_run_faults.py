@@ -20,6 +20,7 @@ from typing import Any
 
 import docker
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
@@ -31,7 +32,6 @@ from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 # Past the container's limit (Limits.memory, 512m); one container's limit, not the host's memory.
 ALLOCATE = "x = bytearray(900 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1"
@@ -75,7 +75,7 @@ class Saboteur(DockerProvider):
 
 @pytest.fixture(scope="module")
 def bench() -> Benchmark:
-    return load_benchmark(PACK, strict=False)
+    return load_benchmark(DEMO_PACK, strict=False)
 
 
 @pytest.fixture(scope="module")

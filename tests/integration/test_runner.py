@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 from server_process import default_stop_signals
 
 from bench.run.results import read_rows
 
 pytestmark = pytest.mark.docker
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 
 
@@ -30,7 +30,7 @@ def tbx(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 def test_run_resume_retry_and_report(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cache = tmp_path / "golden"
-    common = ["run", "--dataset", str(PACK), "--tasks", TASK, "--agent", "oracle", "--repeat", "2"]
+    common = ["run", "--dataset", str(DEMO_PACK), "--tasks", TASK, "--agent", "oracle", "--repeat", "2"]
     common += ["--concurrency", "2", "--out", str(out), "--golden-cache", str(cache)]
 
     first = tbx(*common)
@@ -74,7 +74,7 @@ def test_rubric_tasks_need_a_judge_or_skip(tmp_path: Path) -> None:
     proc = tbx(
         "run",
         "--dataset",
-        str(PACK),
+        str(DEMO_PACK),
         "--tasks",
         "demo_retail.py:test_ret_change_of_mind_tablet",
         "--agent",
@@ -134,7 +134,7 @@ def test_stop_signal_mid_run_leaves_no_container_and_a_readable_output(tmp_path:
 
     out = tmp_path / "run"
     tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
-    args = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "3"]
+    args = ["run", "--dataset", str(DEMO_PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "3"]
     args += ["--concurrency", "2", "--warm", "2", "--out", str(out), "--golden-cache", str(tmp_path / "g")]
     proc = _signal_after_first_row([*args, "--plain"], out / "results.jsonl", sig)
     assert proc.returncode != 0
@@ -150,7 +150,7 @@ def test_resume_after_sigkill_mid_run(tmp_path: Path) -> None:
     containers are swept and the report reads the directory."""
     out = tmp_path / "run"
     tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"
-    common = ["run", "--dataset", str(PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "2"]
+    common = ["run", "--dataset", str(DEMO_PACK), "--tasks", tasks, "--agent", "oracle", "--repeat", "2"]
     common += ["--concurrency", "1", "--out", str(out), "--golden-cache", str(tmp_path / "golden"), "--plain"]
 
     results = out / "results.jsonl"

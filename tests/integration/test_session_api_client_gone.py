@@ -14,13 +14,13 @@ from pathlib import Path
 import docker
 import httpx
 import pytest
-from server_process import REPO, free_port, launch, terminate
+from sandbox_containers import DEMO_PACK
+from server_process import free_port, launch, terminate
 
 from bench.dataset import load_benchmark
 
 pytestmark = pytest.mark.docker
 
-PACK = REPO / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_defective_speaker_refund"
 
 
@@ -34,7 +34,7 @@ def run_containers(run_id: str) -> list[str]:
 
 
 def test_a_create_whose_client_left_boots_nothing(tmp_path: Path) -> None:
-    bench = load_benchmark(PACK, strict=False)
+    bench = load_benchmark(DEMO_PACK, strict=False)
     task = bench.task(TASK)
     server = bench.scenario_of(task).servers[0]
     body = {
@@ -45,7 +45,7 @@ def test_a_create_whose_client_left_boots_nothing(tmp_path: Path) -> None:
     }
     port = free_port()
     log = tmp_path / "server.log"
-    args = ["session-proxy", "--dataset", str(PACK), "--port", str(port), "--warm", "0"]
+    args = ["session-proxy", "--dataset", str(DEMO_PACK), "--port", str(port), "--warm", "0"]
     proc = launch([sys.executable, "-m", "bench.cli", *args, "--golden-cache", str(tmp_path / "golden")], log)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sandbox_containers import DEMO_PACK
 from server_process import default_stop_signals
 
 from sandbox import labels as lbl
@@ -35,7 +36,6 @@ from sandbox.sweeper import sweep
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
-PACK = REPO / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 STOP_WITHIN = 15.0
 SECOND_SIGNAL_WITHIN = 2.0
@@ -250,12 +250,12 @@ def has_containers(s: Started) -> bool:
 
 
 def up_args() -> list[str]:
-    return ["up", TASK, "--dataset", str(PACK), "--no-typesense", "--json"]
+    return ["up", TASK, "--dataset", str(DEMO_PACK), "--no-typesense", "--json"]
 
 
 def run_args(out: Path) -> list[str]:
     return [
-        "run", "--dataset", str(PACK), "--tasks", TASK, "--agent", "oracle", "--repeat", "20",
+        "run", "--dataset", str(DEMO_PACK), "--tasks", TASK, "--agent", "oracle", "--repeat", "20",
         "--concurrency", "1", "--warm", "1", "--skip-rubrics", "--plain", "--out", str(out),
         "--golden-cache", str(out.parent / "golden"),
     ]  # fmt: skip
@@ -325,7 +325,7 @@ def env_config(tmp_path: Path) -> Path:
 
 def env_serve_args(config: Path, out: Path) -> list[str]:
     return [
-        "env", "serve", "--dataset", str(PACK), "--config", str(config), "--tasks", TASK,
+        "env", "serve", "--dataset", str(DEMO_PACK), "--config", str(config), "--tasks", TASK,
         "--port", "0", "--warm", "1", "--skip-rubrics", "--out", str(out),
         "--golden-cache", str(out.parent / "golden"),
     ]  # fmt: skip

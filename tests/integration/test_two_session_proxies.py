@@ -31,13 +31,13 @@ from typing import Any
 import docker
 import httpx
 import pytest
+from sandbox_containers import DEMO_PACK
 from server_process import REPO, free_port, launch, terminate
 
 from bench.dataset import load_benchmark
 
 pytestmark = pytest.mark.docker
 
-PACK = REPO / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 PER_PROXY = 2  # sessions pinned to each proxy
 
@@ -53,7 +53,7 @@ class Proxy:
 def start(tmp: Path, name: str) -> Proxy:
     port = free_port()
     log = tmp / f"{name}.log"
-    args = ["session-proxy", "--dataset", str(PACK), "--port", str(port), "--warm", "0"]
+    args = ["session-proxy", "--dataset", str(DEMO_PACK), "--port", str(port), "--warm", "0"]
     proc = launch([sys.executable, "-m", "bench.cli", *args, "--golden-cache", str(tmp / "golden")], log)
     return Proxy(f"http://127.0.0.1:{port}", proc, log, "")
 
@@ -133,7 +133,7 @@ def labelled(run_id: str) -> tuple[list[str], list[str]]:
 def test_a_killed_proxy_fails_its_sessions_as_system_errors_and_the_other_continues(
     proxies: list[Proxy],
 ) -> None:
-    bench = load_benchmark(PACK, strict=False)
+    bench = load_benchmark(DEMO_PACK, strict=False)
     task = bench.task(TASK)
     server = bench.scenario_of(task).servers[0]
     config = {server: bench.effective_init(task).raw}
