@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from bench.dataset import Benchmark, DatasetError, load_benchmark
-from bench.defaults import POLICY_SEARCH
+from bench.defaults import POLICY_SEARCH, PolicySearch
 from bench.prepare import TaskPreparation, sandbox_request
 from bench.replay.mcp_calls import replay_calls
 from bench.run.attempt import task_tool_policy
@@ -46,7 +46,7 @@ from bench.run.errors import RunError
 from bench.run.results import ResultRow, ResultsError, RunDir, load_run
 from bench.run.run_dataset import recorded_dataset_paths
 from judge.canonical import State, dump_dsn, state_hash
-from judge.record_files import initial_state_of, read_attempt, terminal_state_of
+from judge.record_files import atomic_write, initial_state_of, read_attempt, terminal_state_of
 from judge.records import ToolCallView
 from sandbox import (
     Limits,
@@ -113,8 +113,6 @@ class SessionSeed(BaseModel):
 
 
 def write_session_seed(path: Path, seed: SessionSeed) -> None:
-    from judge.record_files import atomic_write
-
     atomic_write(path, gzip.compress(seed.model_dump_json().encode(), mtime=0))
 
 
@@ -248,19 +246,21 @@ def plan_revival(
         raise StepOutOfRange(
             f"tbx up: --step {step} is out of range: attempt {record.attempt_id} recorded {len(calls)} calls (0..{len(calls)})"
         )
-    kwargs: dict[str, Any] = {
-        "typesense": typesense,
-        "limits": limits or Limits(),
-        "policy_search": run.manifest.get("policy_search") or POLICY_SEARCH,
-    }
+    recorded = run.manifest.get("policy_search")  # what the run's search tool ran (its replies)
+    search: PolicySearch = (
+        "keyword" if recorded == "keyword" else "hybrid" if recorded == "hybrid" else POLICY_SEARCH
+    )
+    limits = limits or Limits()
     seed_path = run_dir / "states" / f"{record.attempt_id}{SEED_SUFFIX}"
     if seed_path.is_file():
-        request, policy, domain = _session_request(seed_path, **kwargs)
+        request, policy, domain = _session_request(
+            seed_path, typesense=typesense, limits=limits, policy_search=search
+        )
     else:
         bench = _benchmark(run_dir, run.manifest, record.task_id, dataset)
         task = bench.task(record.task_id)
         request, policy, domain = (
-            sandbox_request(bench, task, **kwargs),
+            sandbox_request(bench, task, typesense=typesense, limits=limits, policy_search=search),
             task_tool_policy(bench, task),
             task.domain,
         )
@@ -285,7 +285,10 @@ def _first_line(value: object) -> str:
     return text.splitlines()[0] if text else value.__class__.__name__
 
 
-def _session_request(path: Path, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy, str]:
+def _session_request(
+    path: Path, *, typesense: bool, limits: Limits, policy_search: PolicySearch
+) -> tuple[SandboxRequest, ToolPolicy, str]:
+    """A Session API session's request, from the preparation its recorder wrote (SessionSeed)."""
     try:
         seed = read_session_seed(path)
         rows = initial_rows(load_domain(seed.domain).tables, seed.rows, None)  # typed again (JSON dates)
@@ -293,12 +296,10 @@ def _session_request(path: Path, **kwargs: Any) -> tuple[SandboxRequest, ToolPol
         raise NothingToRevive(f"tbx up: {path}: unreadable session preparation: {_first_line(exc)}") from None
     prep = TaskPreparation(
         rows={seed.domain: rows},
-        sources=seed.sources if kwargs["typesense"] else [],
-        policy_search=kwargs["policy_search"],
+        sources=seed.sources if typesense else [],
+        policy_search=policy_search,
     )
-    request = SandboxRequest(
-        domains=[seed.domain], prepare=prep, typesense=kwargs["typesense"], limits=kwargs["limits"]
-    )
+    request = SandboxRequest(domains=[seed.domain], prepare=prep, typesense=typesense, limits=limits)
     return request, ToolPolicy(allowed_tools=seed.available_tools), seed.domain
 
 
