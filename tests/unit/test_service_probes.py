@@ -13,10 +13,17 @@ import httpx
 import psycopg
 import pytest
 
-from sandbox.mcp_server import SERVER_PORT, UPSTREAM_SECRET_ENV, UPSTREAM_SECRET_HEADER, server_spec
-from sandbox.postgres import PostgresProbe, postgres_spec
+from sandbox.mcp_server import (
+    SERVER_PORT,
+    UPSTREAM_SECRET_ENV,
+    UPSTREAM_SECRET_HEADER,
+    mcp_url,
+    server_env,
+    server_spec,
+)
+from sandbox.postgres import PgEndpoint, PostgresProbe, postgres_spec
 from sandbox.services import HttpProbe
-from sandbox.typesense import TYPESENSE_PORT, typesense_spec
+from sandbox.typesense import TYPESENSE_PORT, typesense_endpoint, typesense_spec
 
 SECRET = "s3cret"
 
@@ -61,6 +68,38 @@ def test_each_service_has_its_probe() -> None:
     typesense = typesense_spec("img", "key")
     assert (typesense.port, typesense.ready) == (TYPESENSE_PORT, HttpProbe("/health"))
     assert isinstance(postgres_spec("img").ready, PostgresProbe)
+
+
+def test_a_server_is_told_its_peers_by_address_and_the_secret() -> None:
+    pg = PgEndpoint(host="10.213.0.2", admin_password="adm", tool_password="tool")
+    dsn = psycopg.conninfo.conninfo_to_dict(pg.tool_dsn("retail"))
+    assert dsn == {
+        "host": "10.213.0.2",
+        "port": "5432",
+        "user": "tbx_tool",
+        "password": "tool",
+        "dbname": "postgres",
+        "options": "-c search_path=tbx_retail",
+        "connect_timeout": "5",
+    }
+    assert psycopg.conninfo.conninfo_to_dict(pg.admin_dsn("retail"))["user"] == "postgres"
+    typesense = typesense_endpoint("10.213.0.3", "key")
+    assert server_env(pg.tool_dsn("retail"), typesense, SECRET) == {
+        "TBX_PG_DSN": pg.tool_dsn("retail"),
+        "TBX_TYPESENSE_URL": "http://10.213.0.3:8108",
+        "TBX_TYPESENSE_API_KEY": "key",
+        "TBX_TYPESENSE_COLLECTION": "policies",
+        UPSTREAM_SECRET_ENV: SECRET,
+    }
+    # without Typesense the server is told nothing of it (search reports itself unavailable)
+    assert server_env(pg.tool_dsn("retail"), None, SECRET) == {
+        "TBX_PG_DSN": pg.tool_dsn("retail"),
+        "TBX_TYPESENSE_URL": "",
+        "TBX_TYPESENSE_API_KEY": "",
+        "TBX_TYPESENSE_COLLECTION": "",
+        UPSTREAM_SECRET_ENV: SECRET,
+    }
+    assert mcp_url("10.213.0.4") == "http://10.213.0.4:8000/mcp"
 
 
 def test_server_probe_passes_only_with_the_attempt_secret(http_port: int) -> None:
