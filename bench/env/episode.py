@@ -27,7 +27,10 @@ The sandbox is torn down when the episode ends, when its client goes away
 failures (sandbox, proxy upstream, user model, judge, golden replay) end it
 with `reward_type: system_error`, recorded in errors.jsonl, never as a 0.
 An episode abandoned by its client is recorded as a system error too: it has
-no end state an agent chose, so it must not count as a failure.
+no end state an agent chose, so it must not count as a failure. A reset whose
+sandbox did not come free within the provider's checkout wait
+(`sandbox.CheckoutTimeout`) started no attempt: it is refused as at capacity
+(CAPACITY_REACHED with `retry_after`), nothing is recorded and its repeat is free again.
 """
 
 from __future__ import annotations
