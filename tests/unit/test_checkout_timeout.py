@@ -111,15 +111,19 @@ def test_env_serve_refuses_the_reset_and_gives_the_repeat_back(pack: Benchmark, 
 
     async def resets() -> list[EnvError]:
         refused = []
-        # the next unused repeat (0), then repeat 0 by name: given back, so not "recorded or running"
-        for data in ({"test_uid": TASK}, {"test_uid": TASK, "repeat": 0}):
+        # the next unused repeat (0), then repeat 0 by name: given back, so not "recorded or
+        # running"; an episode id the client chose is free again too (not "exists")
+        for data in (
+            {"test_uid": TASK, "episode_id": "ep-mine"},
+            {"test_uid": TASK, "repeat": 0, "episode_id": "ep-mine"},
+        ):
             with pytest.raises(EnvError) as exc:
                 await server.reset(data)
             refused.append(exc.value)
         return refused
 
     refusals = asyncio.run(resets())
-    assert provider.checkouts == 2
+    assert provider.checkouts == 2  # each reset tried (and waited) for a sandbox
     for refusal in refusals:
         assert refusal.code == ErrorCode.CAPACITY_REACHED and refusal.status == 503
         assert refusal.extra == {"retry_after": RETRY_AFTER}
