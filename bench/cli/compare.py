@@ -57,7 +57,7 @@ def compare_command(args: argparse.Namespace) -> int:
     try:
         runs = load_runs(args.dirs)
         comparison = compare_runs(
-            [(info, run.rows) for info, run in runs],
+            [(info, run.from_the_start) for info, run in runs],
             seed=args.seed,
             view=ScoreView(getattr(args, "view", "canonical")),
         )

@@ -163,6 +163,7 @@ class RunMetrics(GroupMetrics):
     model: str | None = None
     superseded_rows: int = 0
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
+    part_way_rows: int = 0  # attempts that started part-way (prefix, fork): not in the figures
     errors_logged: int = 0  # lines in errors.jsonl
     system_error_causes: dict[str, int] = Field(default_factory=dict)  # bench.run.causes
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
@@ -370,6 +371,7 @@ def run_metrics(
     errors_logged: int = 0,
     superseded_rows: int = 0,
     colliding_rows: int = 0,
+    part_way_rows: int = 0,
 ) -> RunMetrics:
     """All metrics of one run, overall and per domain, in the canonical view
     and (`diagnostic`) with system errors excluded (bench.report.views).
@@ -455,6 +457,7 @@ def run_metrics(
         model=model,
         superseded_rows=superseded_rows,
         colliding_rows=colliding_rows,
+        part_way_rows=part_way_rows,
         errors_logged=errors_logged,
         system_error_causes=count_causes(r.error_cause for r in rows if r.system_error),
         tokens_mean=tokens,
@@ -472,10 +475,12 @@ def metrics_for_run(
     prices: Mapping[str, Price] | None = None,
     cost_roles: Sequence[str] = ("agent",),
 ) -> RunMetrics:
-    """`run_metrics` for a loaded run directory (label: run_name, else the directory name)."""
+    """`run_metrics` for a loaded run directory (label: run_name, else the directory name),
+    over the attempts that started at the task's beginning (`RunDir.from_the_start`)."""
     name = label or _name(run.manifest.get("run_name")) or _dir_name(run.path)
+    rows = run.from_the_start
     return run_metrics(
-        run.rows,
+        rows,
         label=name,
         k=k,
         manifest=run.manifest,
@@ -485,6 +490,7 @@ def metrics_for_run(
         errors_logged=len(run.errors),
         superseded_rows=run.superseded,
         colliding_rows=run.collisions,
+        part_way_rows=len(run.rows) - len(rows),
     )
 
 

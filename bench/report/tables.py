@@ -226,6 +226,11 @@ def flag_lines(r: RunMetrics) -> list[str]:
             f"{view_title(CANONICAL)} figures, left out of the {view_title(DIAGNOSTIC)} ones: "
             f"{listed(excluded)}"
         )
+    if r.part_way_rows:
+        out.append(
+            f"{r.part_way_rows} attempts started part-way (a reset's or create's prefix, or a fork) "
+            "and are not in these figures: a prefix decides part of the outcome."
+        )
     if r.superseded_rows:
         out.append(f"{r.superseded_rows} rows were superseded by a later row for the same task and repeat.")
     if r.colliding_rows:

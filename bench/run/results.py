@@ -113,6 +113,12 @@ class ResultRow(BaseModel):
         """Counts in the score (not a system error)."""
         return not self.system_error
 
+    @property
+    def part_way(self) -> bool:
+        """The episode started part-way: calls replayed before the agent had it (an OpenEnv
+        reset's or a Session API create's `prefix`, or a fork). Written only on those rows."""
+        return bool((self.model_extra or {}).get("prefix_calls"))
+
     def cost(
         self,
         prices: Mapping[str, Price],
@@ -175,6 +181,14 @@ class RunDir(BaseModel):
     # of those, graded rows (not system errors, which a resumed run retries): two graded
     # attempts under one (task_id, repeat) is a collision, not a retry
     collisions: int = 0
+
+    @property
+    def from_the_start(self) -> list[ResultRow]:
+        """The rows a score is computed from: attempts whose agent had the episode from its
+        first call. One that started part-way (`ResultRow.part_way`) is an experiment on its
+        task, not an attempt at it (a golden prefix passes whatever the agent does), so it is
+        listed and viewed but never mixed into the task's figures."""
+        return [r for r in self.rows if not r.part_way]
 
 
 def dedupe_rows(rows: list[ResultRow]) -> tuple[list[ResultRow], int]:

@@ -202,3 +202,33 @@ def test_report_md_shows_hostile_operator_strings_as_text_not_markup(tmp_path: P
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rendered  # the model name, shown as written
     assert "&lt;iframe src=//evil.example&gt;" in rendered
     assert "onerror" in rendered and "## Run: &lt;img" in md  # the name kept, on one line
+
+
+def test_part_way_attempts_are_listed_but_never_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An episode reset with a prefix (or a fork) passes by what its prefix did: its row is
+    kept, counted and named in report.md, but left out of the task's figures and of
+    `tbx compare`'s pairing."""
+    d = write_run(tmp_path, "r", {"retail/1": [F, F]}, repeats=2)
+    part_way = {
+        "task_id": "retail/1",
+        "repeat": 2,
+        "domain": "retail",
+        "passed": True,
+        "prefix_calls": 4,
+    }
+    with (d / "results.jsonl").open("a") as fh:
+        fh.write(json.dumps(part_way) + "\n")
+    assert main(["report", str(d), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pass_at_1"] == 0.0 and data["attempts"] == 2
+    assert data["part_way_rows"] == 1
+    out = tmp_path / "out"
+    assert main(["report", str(d), "--out", str(out)]) == 0
+    assert "1 attempts started part-way" in (out / "report.md").read_text()
+    capsys.readouterr()
+    e = write_run(tmp_path, "e", {"retail/1": [F, F]}, repeats=2)
+    assert main(["compare", str(d), str(e), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["k"] for r in runs] == [2, 2]  # the part-way row is no third repeat of retail/1
