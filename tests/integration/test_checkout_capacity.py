@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sandbox_containers import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.defaults import RETRY_AFTER
@@ -27,7 +28,6 @@ from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 
 pytestmark = pytest.mark.docker
 
-DEMO_PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 WAIT = 0.5  # s a checkout waits: far below a boot
 
