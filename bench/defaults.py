@@ -23,7 +23,7 @@ class Timeouts(SandboxTimeouts):
 
 TIMEOUTS = Timeouts()
 WALL_CLOCK = TIMEOUTS.wall_clock
-CALL_TIMEOUT = TIMEOUTS.call  # the session proxy's bound per tool call (`--call-timeout`)
+CALL_TIMEOUT = TIMEOUTS.call  # the tool proxy's bound per tool call (`--call-timeout`)
 START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve --start-timeout`)
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer
 # Sessions `tbx session-proxy` holds at once, live or being created (`--max-sessions`),

@@ -15,7 +15,7 @@ sampler thread reads what the kernel counts, never an estimate:
 * host processes: dockerd, containerd, the containerd shims, fuse-overlayfs,
   each with the CPU of the children it reaped (runc, iptables), and any other
   process that used CPU during the run (py-spy when profiling, other users);
-* tbx's own process, per thread (the event loop, the session proxy's threads,
+* tbx's own process, per thread (the event loop, the tool proxy's threads,
   the watch, the reaper and the thread pool of Docker and database calls, the
   stub model's server), and its reaped children;
 * with `--profile`, py-spy samples tbx's process and the report sums its

@@ -1,7 +1,7 @@
-"""Session proxy overhead per tool call, measured side by side in one run.
+"""Tool proxy overhead per tool call, measured side by side in one run.
 
 Starts one real sandbox (a retail task, no Typesense), registers it with the
-session proxy, and times N calls of a cheap read-only tool (`get_order` on a
+tool proxy, and times N calls of a cheap read-only tool (`get_order` on a
 seeded order) twice over, interleaved call by call so both paths see the same
 machine load:
 

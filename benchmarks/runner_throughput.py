@@ -1,5 +1,5 @@
 """Throughput of `tbx run`: the oracle agent over one domain's release tasks
-(each attempt in its own sandbox behind the session proxy, judged against the
+(each attempt in its own sandbox behind the tool proxy, judged against the
 golden end state), at several concurrencies, cold sandboxes vs the warm pool,
 measured side by side in one process.
 

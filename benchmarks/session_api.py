@@ -12,7 +12,7 @@ clients do:
 2. ``call``: N calls of a read-only tool (consulting `zendesk_get_items` of the tickets),
    interleaved call by call: ``direct`` = an MCP client straight to a server
    container of a sandbox this script starts itself; ``api`` = POST /call_tool
-   (session FIFO, tbx's session proxy, recording). Added p50 = api - direct; also
+   (session FIFO, tbx's tool proxy, recording). Added p50 = api - direct; also
    the session-proxy process's CPU per call (a figure the machine's load hardly moves).
 3. ``concurrent``: C sessions of one task created at once, each replaying the
    golden calls, reading effects and destroying; wall time and create p50/p95,

@@ -39,7 +39,7 @@ EffectOp = Literal["insert", "update", "delete"]
 
 
 class ToolCallView(BaseModel):
-    """One tool call as recorded by the session proxy (or a replay)."""
+    """One tool call as recorded by the tool proxy (or a replay)."""
 
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)

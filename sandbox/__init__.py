@@ -1,4 +1,4 @@
-"""Per-attempt isolation: images, container sets, the session proxy, the warm
+"""Per-attempt isolation: images, container sets, the tool proxy, the warm
 pool, the provider interface and the sweeper.
 
     from sandbox import DockerProvider, ProxyServer, SandboxRequest
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
     )
     from sandbox.provider import (
         DockerProvider,
+        SandboxLease,
         SandboxProvider,
-        SandboxSession,
     )
     from sandbox.proxy.admin import (
         AdminClient,
@@ -138,7 +138,7 @@ _EXPORTS: dict[str, str] = {
     "SandboxPool": "sandbox.pool",
     "SandboxProvider": "sandbox.provider",
     "SandboxRequest": "sandbox.sandbox",
-    "SandboxSession": "sandbox.provider",
+    "SandboxLease": "sandbox.provider",
     "SANDBOX_TIMEOUTS": "sandbox.timeouts",
     "SandboxTimeouts": "sandbox.timeouts",
     "SeedError": "sandbox.errors",

@@ -7,21 +7,21 @@ sample_cleanup / task_cleanup / cli_cleanup):
     await provider.start(run_id)              # once per run: images resolved, stale leftovers swept
     provider.plan({"retail": 40}, upcoming)   # optional: how many checkouts each domain will see,
                                               # and (upcoming) their preparers in order
-    session = await provider.checkout(req)    # boot (or take a booted one from the pool) + prepare
+    lease = await provider.checkout(req)      # boot (or take a booted one from the pool) + prepare
     try:
-        session.servers["retail"]             # MCP endpoint of the attempt's server
-        session.admin_dsn("retail")           # host-side connection for the judge's state dumps
+        lease.servers["retail"]               # MCP endpoint of the attempt's server
+        lease.admin_dsn("retail")             # host-side connection for the judge's state dumps
     finally:
-        await session.close()                 # this attempt's containers go
+        await provider.release(lease)         # this attempt's containers go, its slot is free
     await provider.close()                    # end of run: warm spares go
     await provider.sweep(run_id)              # anything a crash left behind
 
 `boot` (nothing task-specific: a pool runs it ahead of demand) and `prepare`
 (the request's `prepare`: seed rows, policy documents) are the two phases of `checkout`. The attempt
 lifecycle (`bench.run.lifecycle`) talks only to this interface; the local Docker
-provider below is the first implementation. A session offers its connection
+provider below is the first implementation. A lease offers its connection
 and its containers as plain fields (servers, their headers, the interface they
-are reached through, containers, network); the session proxy's registration is
+are reached through, containers, network); the tool proxy's registration is
 built from them by its caller. Placement elsewhere (Ray) is not a provider: it
 sits behind `bench.run.executor.AttemptExecutor`, each node with a provider of
 its own.
@@ -75,12 +75,14 @@ def pool_shape(request: SandboxRequest, default_images: Mapping[str, str]) -> Po
     )
 
 
-class SandboxSession(Protocol):
-    """One attempt's prepared sandbox, held by exactly one attempt."""
+class SandboxLease(Protocol):
+    """One prepared container set, checked out of a provider by exactly one user (an
+    attempt, a golden replay, `tbx up`) until `release`: a lease, not a session (in tbx a
+    session is the Session API's; docs/architecture.md, "Names")."""
 
     @property
     def servers(self) -> Mapping[str, str]:
-        """domain -> MCP URL reachable from the process that holds the session."""
+        """domain -> MCP URL reachable from the process that holds the lease."""
         ...
 
     @property
@@ -142,7 +144,7 @@ class SandboxProvider(abc.ABC):
         self.images = {}
         self.alive = 0  # checkouts begun and not closed yet (waiting for a sandbox, or holding one)
         self.held = 0  # of those, the ones holding their sandbox
-        self._held: set[int] = set()  # ids of the sessions handed out and not released
+        self._held: set[int] = set()  # ids of the leases handed out and not released
 
     async def start(self, run_id: str) -> None:  # noqa: B027 - optional hook
         """Once per run, before the first checkout."""
@@ -174,33 +176,33 @@ class SandboxProvider(abc.ABC):
         """Phase 1: containers started and answering, nothing task-specific yet."""
 
     @abc.abstractmethod
-    async def prepare(self, booted: Any, request: SandboxRequest) -> SandboxSession:
+    async def prepare(self, booted: Any, request: SandboxRequest) -> SandboxLease:
         """Phase 2: the request's seed rows and policy documents in place."""
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
         """A prepared sandbox for one attempt (boot + prepare, or from a warm pool); give
         it back with `release` (`sandbox.open_sandbox` does both)."""
         self.alive += 1
         try:
-            session = await self.prepare(await self.boot(request), request)
+            lease = await self.prepare(await self.boot(request), request)
         except BaseException:
             self.alive -= 1
             raise
-        return self._holding(session)
+        return self._holding(lease)
 
-    def _holding(self, session: SandboxSession) -> SandboxSession:
+    def _holding(self, lease: SandboxLease) -> SandboxLease:
         self.held += 1
-        self._held.add(id(session))
-        return session
+        self._held.add(id(lease))
+        return lease
 
-    async def release(self, session: SandboxSession) -> None:
-        """Close a checked-out session (its containers go) and give its slot back; once
-        per checkout, whatever closed the session before."""
+    async def release(self, lease: SandboxLease) -> None:
+        """Close a checked-out lease (its containers go) and give its slot back; once
+        per checkout, whatever closed the lease before."""
         try:
-            await session.close()
+            await lease.close()
         finally:
-            if id(session) in self._held:
-                self._held.discard(id(session))
+            if id(lease) in self._held:
+                self._held.discard(id(lease))
                 self.alive -= 1
                 self.held -= 1
 
@@ -253,7 +255,7 @@ class DockerProvider(SandboxProvider):
     ):
         super().__init__()
         self.warm_size = warm
-        # Closing a session removes its set before it returns (else in the background: Reaper).
+        # Closing a lease removes its set before it returns (else in the background: Reaper).
         self.teardown_inline = teardown_inline
         self.refill_delay = refill_delay  # each pool's (SandboxPool.refill_delay)
         # Spares per pool (key: its domains joined by ","), where they differ from `warm`.
@@ -313,7 +315,7 @@ class DockerProvider(SandboxProvider):
             raise
         return sb
 
-    async def prepare(self, booted: Sandbox, request: SandboxRequest) -> SandboxSession:
+    async def prepare(self, booted: Sandbox, request: SandboxRequest) -> SandboxLease:
         booted.request = request
         try:
             booted.handle = await asyncio.to_thread(booted.prepare)
@@ -324,17 +326,17 @@ class DockerProvider(SandboxProvider):
         sandbox.reaper = self.reaper
         return sandbox
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
-        session = await (self._from_pool(request) if self.warm_size else super().checkout(request))
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
+        lease = await (self._from_pool(request) if self.warm_size else super().checkout(request))
         try:
             # booted and prepared at a low CPU weight; an attempt's set runs at the normal one
-            await asyncio.to_thread(raise_to_running, session.containers.values())
+            await asyncio.to_thread(raise_to_running, lease.containers.values())
         except BaseException:
-            await asyncio.shield(self.release(session))
+            await asyncio.shield(self.release(lease))
             raise
-        return session
+        return lease
 
-    async def _from_pool(self, request: SandboxRequest) -> SandboxSession:
+    async def _from_pool(self, request: SandboxRequest) -> SandboxLease:
         self.alive += 1
         try:
             pool = await self.warm_up(request)

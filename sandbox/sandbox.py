@@ -417,7 +417,7 @@ class Sandbox:
 
 class AsyncSandbox:
     """`async with AsyncSandbox(request) as sb:`; blocking Docker work runs in threads.
-    A started one is a `sandbox.provider.SandboxSession` (what `DockerProvider.checkout`
+    A started one is a `sandbox.provider.SandboxLease` (what `DockerProvider.checkout`
     hands out): its fields are its handle's."""
 
     def __init__(self, request: SandboxRequest):

@@ -1,6 +1,6 @@
 """How long a sandbox's steps may take, one home each: every entry point (`tbx run`,
 `tbx env serve`, the Session API, `tbx up`, `tbx proxy`) and every default below
-them (a request's boot, a warm pool's boot, the session proxy's per-call bound)
+them (a request's boot, a warm pool's boot, the tool proxy's per-call bound)
 read `SANDBOX_TIMEOUTS` or a copy of it with the entry point's own flags applied.
 bench.defaults adds the attempt's wall clock (`bench.defaults.TIMEOUTS`).
 
@@ -29,7 +29,7 @@ class SandboxTimeouts(BaseModel):
     # A container set's start: time without CPU progress (sandbox.start_deadline), cold or
     # warm. Generous: a loaded 2-core machine has been seen to need 30 s for a cold start.
     boot: float = Field(default=120.0, gt=0)
-    # One tool call at the session proxy before it is answered as timed out.
+    # One tool call at the tool proxy before it is answered as timed out.
     call: float = Field(default=60.0, gt=0)
     # How much longer than `call` an agent's MCP client waits for a reply: the proxy's own
     # timeout answers first (and is recorded); the client's only catches a lost reply.

@@ -1,4 +1,4 @@
-"""`tbx proxy`: the session proxy on its own.
+"""`tbx proxy`: the tool proxy on its own.
 
     tbx proxy [--port N] [--admin-port N] [--call-timeout S] [--max-request-bytes N] [--json]
 
@@ -33,7 +33,7 @@ def wait_for_interrupt(failed: Callable[[], str | None] | None = None, every: fl
 
 
 def register(sub: Any) -> None:
-    proxy = sub.add_parser("proxy", help="run the session proxy on its own (admin API)")
+    proxy = sub.add_parser("proxy", help="run the tool proxy on its own (admin API)")
     proxy.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (default: any free port)")
     proxy.add_argument("--admin-port", type=int, default=0, help="admin port on 127.0.0.1 (default: any)")
     proxy.add_argument("--call-timeout", type=float, help="seconds per tool call (default 60)")

@@ -1,5 +1,5 @@
 """`tbx up`: one sandbox for debugging by hand, alive until Ctrl-C, behind the
-session proxy: any MCP client can drive it through the printed proxy endpoint
+tool proxy: any MCP client can drive it through the printed proxy endpoint
 (with its bearer token), exactly as an agent would (allow-listed tools only).
 With --json it prints one JSON line once ready: mcp_url, token, url_with_token,
 psql, servers (the direct server endpoints) with server_headers (the header
@@ -188,9 +188,9 @@ async def _hold(
     from sandbox import DockerProvider, open_sandbox, register_request
 
     provider = DockerProvider(teardown_inline=True)  # Ctrl-C returns once it is all gone
-    async with open_sandbox(provider, request, label="tbx up") as session:
-        reg = await proxy.aregister(register_request(session, request.attempt_id, policy))
-        handle = session.handle
+    async with open_sandbox(provider, request, label="tbx up") as lease:
+        reg = await proxy.aregister(register_request(lease, request.attempt_id, policy))
+        handle = lease.handle
         assert handle is not None, "a Docker sandbox has its endpoints"
         print(endpoints_json(handle, reg) if as_json else describe(handle, reg), flush=True)
         try:
@@ -315,7 +315,7 @@ async def _hold_revived(plan: RevivalPlan, proxy: ProxyServer, *, as_json: bool,
     provider = DockerProvider(teardown_inline=True)  # Ctrl-C returns once it is all gone
     async with revived(plan, provider, proxy) as live:
         reg = live.registration
-        handle = live.session.handle
+        handle = live.lease.handle
         assert handle is not None, "a Docker sandbox has its endpoints"
         mismatch = live.check is not None and not live.check.matched
         if as_json:

@@ -2,7 +2,7 @@
 
 protocol   the wire format: actions, observations, state, WebSocket messages, error codes
 host       what episodes share: dataset, config, the DockerProvider (warm pool per domain),
-           session proxy, golden store, output
+           tool proxy, golden store, output
 episode    one episode: an attempt opened by bench.run.lifecycle.open_attempt, tool calls
            through the proxy, the simulated user, the verdict; owned by one task from reset
            to teardown

@@ -224,7 +224,7 @@ class Episode:
             held = self._held = HeldAttempt(spec, host.provider, host.proxy, outcome=outcome)
             try:
                 live = await held.open()
-                self.containers = dict(live.session.containers)
+                self.containers = dict(live.lease.containers)
                 try:
                     try:
                         async with proxy_client(live.registration) as client:

@@ -2,7 +2,7 @@
 
 The dataset and models config (checked once), the task selection, the
 sandbox provider (a `DockerProvider` with a warm pool per served domain, the
-one `tbx run` uses), the in-process session proxy, the simulated user's
+one `tbx run` uses), the in-process tool proxy, the simulated user's
 model client, the golden store, the rubric judge and the run output, which
 the episodes use exactly as `tbx run`'s coordinator does (bench.run.grading,
 bench.run.recording), so the golden end states and rubrics stay in this

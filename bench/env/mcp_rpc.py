@@ -32,7 +32,7 @@ from bench.env.protocol import (
 
 if TYPE_CHECKING:
     from bench.env.episode import Episode
-    from bench.env.sessions import Session, Sessions
+    from bench.env.sessions import EnvSession, Sessions
 
 
 class RpcCode(IntEnum):
@@ -110,7 +110,7 @@ class McpEndpoint:
         self.sessions = sessions
         self.http_episode = http_episode
 
-    async def handle(self, payload: Any, own: Session | None = None, *, client: str) -> dict[str, Any]:
+    async def handle(self, payload: Any, own: EnvSession | None = None, *, client: str) -> dict[str, Any]:
         """The reply to one request: `own`, the session of the WebSocket it came over (if
         any); `client`, who sent it (bench.env.sessions.client_key: its sessions' cap)."""
         request_id = payload.get("id") if isinstance(payload, dict) else None
@@ -140,7 +140,9 @@ class McpEndpoint:
             raise RpcError(RpcCode.INVALID_PARAMS, "Params must be an object")
         return method, params
 
-    async def _dispatch(self, method: str, params: dict[str, Any], own: Session | None, client: str) -> Any:
+    async def _dispatch(
+        self, method: str, params: dict[str, Any], own: EnvSession | None, client: str
+    ) -> Any:
         if method == "openenv/session/create":
             session = own or self.sessions.create(client)
             return {"session_id": session.id}
@@ -164,7 +166,7 @@ class McpEndpoint:
             return call_result(await episode.step(action))
         raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method[:80]}")
 
-    def _episode(self, params: dict[str, Any], own: Session | None) -> Episode:
+    def _episode(self, params: dict[str, Any], own: EnvSession | None) -> Episode:
         if own is not None:
             session = own
         elif params.get("session_id") is not None:
@@ -182,7 +184,7 @@ class McpEndpoint:
             )
         return session.episode
 
-    async def _close(self, params: dict[str, Any], own: Session | None) -> dict[str, Any]:
+    async def _close(self, params: dict[str, Any], own: EnvSession | None) -> dict[str, Any]:
         target = params.get("session_id")
         if not isinstance(target, str) or not target:
             raise RpcError(RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required")

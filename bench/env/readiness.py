@@ -7,7 +7,7 @@
     output   the output directory accepted this server's bundle (manifest written)
     pool     every served domain's warm pool holds a booted sandbox (PostgreSQL, Typesense
              and the tool server observed answering by the boot itself)
-    proxy    the session proxy answers HTTP on 127.0.0.1
+    proxy    the tool proxy answers HTTP on 127.0.0.1
     user     the user model endpoint serves chat completions: listed by `GET /models`, else
              proven by a 1-token completion (bench.env.endpoint_probe)
     judge    the same for the judge endpoint (when configured)
@@ -115,7 +115,7 @@ async def _pool(host: EnvHost) -> Component:
 async def _proxy(host: EnvHost) -> Component:
     proxy = host.proxy
     if proxy is None or not proxy.running:
-        return _fail("the session proxy is not running")
+        return _fail("the tool proxy is not running")
     try:
         async with httpx.AsyncClient(timeout=CHECK_TIMEOUT) as http:
             r = await http.get(proxy.url)

@@ -56,7 +56,7 @@ from bench.env.protocol import (
     schemas,
 )
 from bench.env.readiness import Readiness
-from bench.env.sessions import Session, Sessions, client_key, default_per_client
+from bench.env.sessions import EnvSession, Sessions, client_key, default_per_client
 from bench.env.task_api import ENV_NAME, TaskApi
 from bench.run.attempt import task_tool_policy
 from bench.run.client_errors import client_error_text
@@ -110,7 +110,7 @@ class EnvServer:
         while len(self.host.episodes) >= self.host.opts.max_episodes and time.monotonic() < deadline:
             await asyncio.sleep(CAPACITY_POLL)
 
-    async def reset(self, data: Any, session: Session | None = None) -> tuple[Episode, dict[str, Any]]:
+    async def reset(self, data: Any, session: EnvSession | None = None) -> tuple[Episode, dict[str, Any]]:
         if not isinstance(data, dict):
             raise EnvError(ErrorCode.VALIDATION_ERROR, "reset data must be a JSON object")
         try:
@@ -222,7 +222,7 @@ class EnvServer:
             with contextlib.suppress(Exception):
                 await ws.close()
 
-    async def _ws_message(self, session: Session, message: Any) -> dict[str, Any] | None:
+    async def _ws_message(self, session: EnvSession, message: Any) -> dict[str, Any] | None:
         """The reply to one message, or None for `close`."""
         if not isinstance(message, dict):
             raise EnvError(
@@ -272,7 +272,7 @@ class EnvServer:
         """JSON-RPC per text frame; `?session_id=` names the session whose episode it reaches."""
         await ws.accept()
         requested = ws.query_params.get("session_id")
-        own: Session | None = None
+        own: EnvSession | None = None
         try:
             own = self.sessions.get(requested) if requested else None
             while True:

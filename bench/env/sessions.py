@@ -1,4 +1,5 @@
-"""OpenEnv sessions: what a client holds between messages.
+"""OpenEnv sessions (`EnvSession`: OpenEnv's own word, on its wire as `session_id`; in tbx
+alone "session" is a Session API session): what a client holds between messages.
 
 A session is made by the server, under an id it draws (never the client's): one per
 WebSocket `/ws` that names none (the socket's own), or by `openenv/session/create` over
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PARKED",
     "ClientSessionsFull",
-    "Session",
+    "EnvSession",
     "Sessions",
     "SessionsFull",
     "client_key",
@@ -90,7 +91,7 @@ class ClientSessionsFull(EnvError):
 
 
 @dataclass(eq=False)
-class Session:
+class EnvSession:
     id: str
     client: str  # client_key of who made it
     mcp: bool  # made by openenv/session/create (bounded while parked), not a socket's own
@@ -124,22 +125,22 @@ class Sessions:
     ):
         self.per_client, self.idle_timeout, self.limit = per_client, idle_timeout, limit
         self.clock = clock
-        self._by_id: dict[str, Session] = {}
+        self._by_id: dict[str, EnvSession] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def parked(self, client: str | None = None) -> list[Session]:
+    def parked(self, client: str | None = None) -> list[EnvSession]:
         """MCP sessions playing no episode (of `client`, when given)."""
         return [
             s for s in self._by_id.values() if s.mcp and not s.live and (client is None or s.client == client)
         ]
 
-    def open_socket(self, client: str) -> Session:
+    def open_socket(self, client: str) -> EnvSession:
         """A WebSocket's own session: never refused (the socket is what it costs)."""
         return self._add(client, mcp=False, attached=True)
 
-    def create(self, client: str) -> Session:
+    def create(self, client: str) -> EnvSession:
         """A session for `openenv/session/create`, within the client's and the server's caps."""
         self._drop_idle()
         mine = self.parked(client)
@@ -171,12 +172,12 @@ class Sessions:
             )
         return self._add(client, mcp=True, attached=False)
 
-    def start_episode(self, session: Session, episode: Episode) -> None:
+    def start_episode(self, session: EnvSession, episode: Episode) -> None:
         """`session` plays `episode` now (a reset): episode activity, which keeps it."""
         session.episode = episode
         session.last_activity = self.clock()
 
-    def get(self, session_id: object) -> Session:
+    def get(self, session_id: object) -> EnvSession:
         """The session; asking refreshes nothing (only episode activity does)."""
         session = self._by_id.get(session_id) if isinstance(session_id, str) else None
         if session is not None and self._idle(session, self.clock()):
@@ -186,7 +187,7 @@ class Sessions:
             raise EnvError(ErrorCode.SESSION_ERROR, f"Unknown session_id: {str(session_id)[:80]!r}", 404)
         return session
 
-    def attach(self, session_id: str) -> Session:
+    def attach(self, session_id: str) -> EnvSession:
         """The session a WebSocket joins; one socket at a time (a second is refused)."""
         session = self.get(session_id)
         if session.attached:
@@ -194,21 +195,21 @@ class Sessions:
         session.attached = True
         return session
 
-    def remove(self, session_id: str) -> Session | None:
+    def remove(self, session_id: str) -> EnvSession | None:
         return self._by_id.pop(session_id, None)
 
-    def all(self) -> list[Session]:
+    def all(self) -> list[EnvSession]:
         return list(self._by_id.values())
 
     # ---- inside -------------------------------------------------------------------
-    def _add(self, client: str, *, mcp: bool, attached: bool) -> Session:
-        session = Session(
+    def _add(self, client: str, *, mcp: bool, attached: bool) -> EnvSession:
+        session = EnvSession(
             id=secrets.token_hex(16), client=client, mcp=mcp, last_activity=self.clock(), attached=attached
         )
         self._by_id[session.id] = session
         return session
 
-    def _idle(self, session: Session, now: float) -> bool:
+    def _idle(self, session: EnvSession, now: float) -> bool:
         """No socket plays it, no episode runs in it, and its last episode activity is
         idle_timeout old."""
         return not session.attached and not session.live and now - session.idle_since >= self.idle_timeout
@@ -219,7 +220,7 @@ class Sessions:
             if self._idle(s, now):
                 del self._by_id[sid]
 
-    def _retry_after(self, parked: list[Session]) -> float | None:
+    def _retry_after(self, parked: list[EnvSession]) -> float | None:
         """Seconds until the first of `parked` no socket holds idles out (None: sockets hold all)."""
         free = [s.idle_since for s in parked if not s.attached]
         if not free:

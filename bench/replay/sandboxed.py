@@ -24,9 +24,9 @@ from sandbox import (
     DockerProvider,
     Limits,
     SandboxGoneError,
+    SandboxLease,
     SandboxProvider,
     SandboxRequest,
-    SandboxSession,
     open_sandbox,
 )
 from sandbox.checkout import LOSS_GRACE, lost_after
@@ -53,36 +53,36 @@ async def replay_in_sandbox(
     domain's server, and return both canonical states (`label` names the replay)."""
     domain = request.domains[0]
     timings: dict[str, float] = {}
-    async with open_sandbox(provider, request, label=label, timings=timings) as session:
+    async with open_sandbox(provider, request, label=label, timings=timings) as lease:
         t = time.monotonic()
-        admin_dsn = session.admin_dsn(domain)
+        admin_dsn = lease.admin_dsn(domain)
         initial = await asyncio.to_thread(dump_dsn, admin_dsn, domain)
         timings["initial_dump"] = time.monotonic() - t
         t = time.monotonic()
         try:
-            records = await replay_calls(session.servers[domain], calls, dict(session.server_headers))
+            records = await replay_calls(lease.servers[domain], calls, dict(lease.server_headers))
         except Exception as exc:
-            await _raise_if_lost(session, label, exc)
+            await _raise_if_lost(lease, label, exc)
             raise
         timings["replay"] = time.monotonic() - t
         if any(r.is_error or r.error_envelope for r in records):
             # A server answers a call whose database died with an error reply: the set's
             # loss then, not the calls' (a golden replay is played again elsewhere).
-            await _raise_if_lost(session, label)
+            await _raise_if_lost(lease, label)
         t = time.monotonic()
         final = await asyncio.to_thread(dump_dsn, admin_dsn, domain)
         timings["final_dump"] = time.monotonic() - t
-        timings.update({f"sandbox_{k}": v for k, v in session.timings.items()})
+        timings.update({f"sandbox_{k}": v for k, v in lease.timings.items()})
     return ReplayOutcome(
         task_id=label, initial_state=initial, final_state=final, calls=records, timings=timings
     )
 
 
-async def _raise_if_lost(session: SandboxSession, label: str, exc: Exception | None = None) -> None:
-    """SandboxGoneError naming a container of `session` found dead, asked until the daemon
+async def _raise_if_lost(lease: SandboxLease, label: str, exc: Exception | None = None) -> None:
+    """SandboxGoneError naming a container of `lease` found dead, asked until the daemon
     has had LOSS_GRACE seconds to record an exit (a call breaks as its server or database
     dies, before the daemon has recorded it)."""
-    lost = await lost_after(session, exc, grace=LOSS_GRACE)
+    lost = await lost_after(lease, exc, grace=LOSS_GRACE)
     if lost is not None:
         raise SandboxGoneError(f"{label}: sandbox gone: {lost.text}", fault=lost.fault) from exc
 

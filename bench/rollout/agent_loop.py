@@ -7,7 +7,7 @@
 What the loop knows of the task is its `TaskBrief` (bench.rollout.brief): built
 here from a loaded dataset by `run_attempt_agent`, or shipped in an attempt spec.
 
-The endpoint is any MCP (streamable HTTP) URL: the session proxy's (with its
+The endpoint is any MCP (streamable HTTP) URL: the tool proxy's (with its
 `Authorization: Bearer <token>` header) or, in tests, a sandbox server's.
 The agent sees the agent definition's system prompt, then the scenario's (and
 the task's) bot instructions, then the task's query as the first user turn.

@@ -62,11 +62,9 @@ async def measure_domain(
             run_id=run_id or new_id("run-admission"),
         )
     )
-    async with open_sandbox(DockerProvider(), request, label=f"measuring a {task.domain} set") as session:
-        await replay_calls(
-            session.servers[task.domain], bench.golden_calls(task), dict(session.server_headers)
-        )
-        return await asyncio.to_thread(measure_set, task.domain, dict(session.containers), images)
+    async with open_sandbox(DockerProvider(), request, label=f"measuring a {task.domain} set") as lease:
+        await replay_calls(lease.servers[task.domain], bench.golden_calls(task), dict(lease.server_headers))
+        return await asyncio.to_thread(measure_set, task.domain, dict(lease.containers), images)
 
 
 async def set_usage(

@@ -212,7 +212,7 @@ class AttemptOutcome(BaseModel):
     repeat: int
     calls: list[ToolCallView] = Field(
         default_factory=list
-    )  # the driver's own, as the session proxy recorded them
+    )  # the driver's own, as the tool proxy recorded them
     # Calls replayed through the proxy before the driver had the attempt (bench.run.prefix:
     # a reset's or a create's prefix, a fork's calls so far), as recorded; kept out of `calls`.
     prefix: list[ToolCallView] = Field(default_factory=list)

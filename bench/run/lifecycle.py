@@ -6,7 +6,7 @@
 
 Opening checks a sandbox out of the provider (`spec.sandbox_request()`) through
 the one sandbox path (`sandbox.checkout.open_sandbox`), takes
-the canonical initial state and registers the attempt with the session proxy
+the canonical initial state and registers the attempt with the tool proxy
 under the spec's tool policy (no allow-list: every tool; an empty one: none).
 What does not depend on the attempt was done when the sandbox was prepared (in a
 warm pool, ahead of the checkout): the initial state was read right after
@@ -17,13 +17,13 @@ registration, which then makes no request of them. Closing, always
 collected as it unregisters, the proxy's watch is asked whether a container or
 the network of the set vanished (then that is the error, whatever the body
 saw), the terminal state is dumped (only when the body ended without an
-exception) and the session is closed. A failure while a container of the set
+exception) and the lease is closed. A failure while a container of the set
 is dead is re-raised as `SandboxGoneError` naming it (`open_sandbox`'s translation).
 
 Who drives it: `execute_attempt` below (`tbx run`, through the coordinator's
 executor, locally or on a Ray node) runs the agent loop inside it; the OpenEnv
 episode (`bench.env.episode`, `tbx env serve`) runs its remote agent's steps
-inside it; the session API does the same for an agent it does not run.
+inside it; the Session API does the same for an agent it does not run.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from sandbox import (
     ProxyServer,
     Registration,
     SandboxGoneError,
+    SandboxLease,
     SandboxProvider,
     SandboxRequest,
-    SandboxSession,
     open_sandbox,
     register_request,
 )
@@ -68,25 +68,25 @@ def call_views(calls: list[ProxyCall]) -> list[ToolCallView]:
 
 
 class LiveAttempt:
-    """An open attempt: its sandbox session, its proxy registration and its outcome so far."""
+    """An open attempt: its sandbox lease, its proxy registration and its outcome so far."""
 
     def __init__(
         self,
         spec: AttemptSpec,
         outcome: AttemptOutcome,
-        session: SandboxSession,
+        lease: SandboxLease,
         proxy: ProxyServer,
         registration: Registration,
     ):
         self.spec = spec
         self.outcome = outcome
-        self.session = session
+        self.lease = lease
         self.registration = registration
         self._proxy = proxy
 
     @property
     def url(self) -> str:
-        """The session proxy's MCP endpoint of this attempt (what an agent connects to)."""
+        """The tool proxy's MCP endpoint of this attempt (what an agent connects to)."""
         return self.registration.url
 
     @property
@@ -107,7 +107,7 @@ class LiveAttempt:
         return self._proxy.gone(self.token)
 
     async def lost_container(self) -> str | None:
-        return await lost_container(self.session)
+        return await lost_container(self.lease)
 
     async def loss(self, *, wait: bool = False) -> Loss | None:
         """The sandbox's loss and whose doing it was: the proxy's word when its watch told
@@ -122,17 +122,17 @@ class LiveAttempt:
             if time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.1)
-        return await _judged_loss(self.session, self.calls())
+        return await _judged_loss(self.lease, self.calls())
 
     async def dump_state(self) -> State:
         """The sandbox's canonical state now, read host side."""
-        return await _dump(self.session, self.spec.domain)
+        return await _dump(self.lease, self.spec.domain)
 
 
-async def _judged_loss(session: SandboxSession, calls: list[ProxyCall]) -> Loss | None:
-    """A container of `session` found dead now, and whether the attempt's `calls` drove it
+async def _judged_loss(lease: SandboxLease, calls: list[ProxyCall]) -> Loss | None:
+    """A container of `lease` found dead now, and whether the attempt's `calls` drove it
     there (sandbox.proxy.loss, as the proxy judges the losses its watch reports)."""
-    fate = await lost_fate_of(session)
+    fate = await lost_fate_of(lease)
     if fate is None:
         return None
     spans: list[tuple[float, float | None]] = [
@@ -145,27 +145,27 @@ async def _judged_loss(session: SandboxSession, calls: list[ProxyCall]) -> Loss 
     )
 
 
-async def _dump_if_readable(session: SandboxSession, domain: str) -> State | None:
+async def _dump_if_readable(lease: SandboxLease, domain: str) -> State | None:
     """The terminal state after the attempt's own load hit a limit: None when it cannot be
     read (the database was what went down)."""
     try:
-        return await _dump(session, domain)
+        return await _dump(lease, domain)
     except Exception:
         return None
 
 
-async def _dump(session: SandboxSession, domain: str) -> State:
-    return await asyncio.to_thread(dump_dsn, session.admin_dsn(domain), domain)
+async def _dump(lease: SandboxLease, domain: str) -> State:
+    return await asyncio.to_thread(dump_dsn, lease.admin_dsn(domain), domain)
 
 
-async def _initial_state(session: SandboxSession, domain: str, request: SandboxRequest) -> State:
+async def _initial_state(lease: SandboxLease, domain: str, request: SandboxRequest) -> State:
     """The state read when the sandbox was prepared for this request's preparer, if nothing
-    has written since (`SandboxSession.prepared_states`), else a dump now."""
+    has written since (`SandboxLease.prepared_states`), else a dump now."""
     if request.prepare is not None:
-        prepared = await session.prepared_states(request.prepare.fingerprint())
+        prepared = await lease.prepared_states(request.prepare.fingerprint())
         if prepared is not None and domain in prepared:
             return prepared[domain]
-    return await _dump(session, domain)
+    return await _dump(lease, domain)
 
 
 @asynccontextmanager
@@ -183,14 +183,12 @@ async def open_attempt(
     timings = outcome.timings
     request = spec.sandbox_request()
     outcome.phase = "checkout"
-    async with open_sandbox(
-        provider, request, label=f"attempt {spec.attempt_id}", timings=timings
-    ) as session:
+    async with open_sandbox(provider, request, label=f"attempt {spec.attempt_id}", timings=timings) as lease:
         t = time.monotonic()
-        outcome.initial_state = await _initial_state(session, spec.domain, request)
+        outcome.initial_state = await _initial_state(lease, spec.domain, request)
         timings["initial_dump"] = time.monotonic() - t
-        reg = await proxy.aregister(register_request(session, spec.attempt_id, spec.tool_policy))
-        live = LiveAttempt(spec, outcome, session, proxy, reg)
+        reg = await proxy.aregister(register_request(lease, spec.attempt_id, spec.tool_policy))
+        live = LiveAttempt(spec, outcome, lease, proxy, reg)
         outcome.phase = "agent"  # a loss from here on (also one found as the body ends) is the try's
         t = time.monotonic()
         failed: Exception | None = None
@@ -214,7 +212,7 @@ async def open_attempt(
         if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
             outcome.phase = "terminal_dump"
             outcome.resource_limit = loss.cause
-            outcome.terminal_state = await _dump_if_readable(session, spec.domain)
+            outcome.terminal_state = await _dump_if_readable(lease, spec.domain)
             timings["final_dump"] = time.monotonic() - t
             if failed is not None:
                 raise ResourceLimitHit(loss.cause) from failed
@@ -222,7 +220,7 @@ async def open_attempt(
             if failed is not None:
                 raise failed
             outcome.phase = "terminal_dump"
-            outcome.terminal_state = await _dump(session, spec.domain)
+            outcome.terminal_state = await _dump(lease, spec.domain)
             timings["final_dump"] = time.monotonic() - t
 
 

@@ -2,7 +2,7 @@
 
 `NodeRunner` is the body of one long-lived Ray actor per node (bench.run.ray_executor
 wraps it with `ray.remote` and pins it to its node). It owns what must be near the
-sandboxes: the node's `DockerProvider` (its warm pool, its Docker daemon), the session
+sandboxes: the node's `DockerProvider` (its warm pool, its Docker daemon), the tool
 proxy on the node's 127.0.0.1 and the model clients, i.e. the `LocalExecutor` a local
 run uses. Specs arrive as JSON and outcomes leave as JSON. A spec carries everything
 its attempt needs (seed rows, policy documents, tool policy, the task's brief:

@@ -1,6 +1,6 @@
 """Any recorded attempt's state, live again (`tbx up --from RUN_DIR ATTEMPT [--step N]`).
 
-An attempt's record holds what it started from and every call that reached the session
+An attempt's record holds what it started from and every call that reached the tool
 proxy, in order (`AttemptRecord.prefix`: calls replayed before the agent had the
 episode; `trajectory`: the agent's own). The servers are deterministic (fixed clock, id
 rules), so a sandbox prepared as the attempt's was, with the first N of those calls
@@ -52,9 +52,9 @@ from sandbox import (
     Limits,
     ProxyServer,
     Registration,
+    SandboxLease,
     SandboxProvider,
     SandboxRequest,
-    SandboxSession,
     ToolPolicy,
     open_sandbox,
     register_request,
@@ -423,7 +423,7 @@ class Revived:
     """A live sandbox in the attempt's state after `plan.step` calls, registered with the proxy."""
 
     plan: RevivalPlan
-    session: SandboxSession
+    lease: SandboxLease
     registration: Registration
     initial: StateCheck
     replayed: list[ReplayedCall] = field(default_factory=list)
@@ -458,8 +458,8 @@ def state_check(recorded: State, replayed: State) -> StateCheck:
     )
 
 
-async def _dump(session: SandboxSession, domain: str) -> State:
-    return await asyncio.to_thread(dump_dsn, session.admin_dsn(domain), domain)
+async def _dump(lease: SandboxLease, domain: str) -> State:
+    return await asyncio.to_thread(dump_dsn, lease.admin_dsn(domain), domain)
 
 
 @asynccontextmanager
@@ -471,14 +471,14 @@ async def revived(plan: RevivalPlan, provider: SandboxProvider, proxy: ProxyServ
     t0 = time.monotonic()
     async with open_sandbox(
         provider, plan.request, label=f"tbx up --from {plan.attempt_id}", timings=timings
-    ) as session:
+    ) as lease:
         prepared = None
         if plan.request.prepare is not None:
-            prepared = await session.prepared_states(plan.request.prepare.fingerprint())
+            prepared = await lease.prepared_states(plan.request.prepare.fingerprint())
         initial = (
             prepared[plan.domain]
             if prepared is not None and plan.domain in prepared
-            else await _dump(session, plan.domain)
+            else await _dump(lease, plan.domain)
         )
         timings["initial_check"] = time.monotonic() - t0 - timings.get("sandbox_start", 0.0)
         check = state_check(plan.initial_state, initial)
@@ -488,8 +488,8 @@ async def revived(plan: RevivalPlan, provider: SandboxProvider, proxy: ProxyServ
                 f"tbx up: the sandbox prepared now does not start where attempt {plan.attempt_id} started "
                 f"(the data changed since the run?): {diff.describe() if diff else 'the hashes differ'}"
             )
-        reg = await proxy.aregister(register_request(session, plan.request.attempt_id, plan.policy))
-        out = Revived(plan=plan, session=session, registration=reg, initial=check, timings=timings)
+        reg = await proxy.aregister(register_request(lease, plan.request.attempt_id, plan.policy))
+        out = Revived(plan=plan, lease=lease, registration=reg, initial=check, timings=timings)
         wanted = plan.calls[: plan.step]
         t = time.monotonic()
         if wanted:
@@ -498,7 +498,7 @@ async def revived(plan: RevivalPlan, provider: SandboxProvider, proxy: ProxyServ
         timings["replay"] = time.monotonic() - t
         if plan.full and plan.terminal_state is not None:
             t = time.monotonic()
-            out.check = state_check(plan.terminal_state, await _dump(session, plan.domain))
+            out.check = state_check(plan.terminal_state, await _dump(lease, plan.domain))
             timings["terminal_check"] = time.monotonic() - t
         timings["ready"] = time.monotonic() - t0  # from the checkout's start to a usable sandbox
         try:

@@ -155,7 +155,7 @@ class SessionAdmission:
         self._replay_done(session)
         domain = self._holders.get(session)
         if domain is not None and session.live is not None and domain not in self.need:
-            task = asyncio.create_task(self.learn(domain, session.live.session.containers))
+            task = asyncio.create_task(self.learn(domain, session.live.lease.containers))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -1,5 +1,5 @@
 """The Session API's HTTP app: the reference's routes (specs/thinkingbox-session-proxy.md
-§2-§4) over the session table, and `/mcp/`, relayed to tbx's own session proxy for
+§2-§4) over the session table, and `/mcp/`, relayed to tbx's own tool proxy for
 the session named by `X-TB-Session-Id`.
 
 Bodies are parsed as JSON whatever their Content-Type; a body that is not a JSON
@@ -116,7 +116,7 @@ class SessionApi:
         live = self.table.get(body.session_id).live
         if live is not None:  # for operators and tests: which tbx attempt and containers serve it
             response.headers["x-tbx-attempt-id"] = live.spec.attempt_id
-            response.headers["x-tbx-containers"] = json.dumps(dict(live.session.containers))
+            response.headers["x-tbx-containers"] = json.dumps(dict(live.lease.containers))
         return response
 
     async def list_tools(self, request: Request) -> Response:
@@ -207,7 +207,7 @@ class SessionApi:
             )
             return
         except httpx.HTTPError as exc:
-            await _jsonrpc_error(body, f"the session proxy did not answer: {exc!r}")(scope, receive, send)
+            await _jsonrpc_error(body, f"the tool proxy did not answer: {exc!r}")(scope, receive, send)
             return
         out_headers = {k: v for k, v in reply.headers.items() if k in ("content-type", "mcp-session-id")}
         response = StreamingResponse(_chunks(reply), status_code=reply.status_code, headers=out_headers)

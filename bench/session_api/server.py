@@ -1,5 +1,5 @@
 """What one `tbx session-proxy` process holds, started and stopped with the app:
-the Docker provider (warm pools), tbx's session proxy, the golden cache, the
+the Docker provider (warm pools), tbx's tool proxy, the golden cache, the
 session table, the recorder, and the idle-expiry loop.
 
 Start-up (images resolved, stale leftovers swept, runtime volumes) happens in

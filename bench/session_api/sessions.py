@@ -3,7 +3,7 @@ one FIFO of operations with the reference's two limits.
 
 A session is one tbx attempt, held open between requests by
 `bench.run.held.HeldAttempt` (as an OpenEnv episode's is): its sandbox is
-checked out, seeded and registered with tbx's session proxy at create, and
+checked out, seeded and registered with tbx's tool proxy at create, and
 torn down at destroy. A lost sandbox is noticed per call by the held attempt's
 one rule and answered as the reference answers a failed call (400; 500 for
 /get_effects), naming the loss. A tool call goes through

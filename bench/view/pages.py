@@ -423,7 +423,7 @@ def conversation(
 
 
 def proxy_calls(calls: Sequence[ToolCallView], command: str | None = None, prefix: int = 0) -> list[str]:
-    """The session proxy's record, when no trajectory file exists."""
+    """The tool proxy's record, when no trajectory file exists."""
     out = []
     for i, c in enumerate(calls):
         out.append(
@@ -607,9 +607,7 @@ def attempt_page(
         if traj.error:
             body.append(_message("agent error", "error-box", _text(traj.error), ' data-error="1"'))
     elif rec is not None and rec.trajectory:
-        body.append(
-            '<p class="note">No trajectory file: the tool calls as the session proxy recorded them.</p>'
-        )
+        body.append('<p class="note">No trajectory file: the tool calls as the tool proxy recorded them.</p>')
         body += proxy_calls(rec.trajectory, command, prefix)
     else:
         body.append('<p class="note">No conversation was recorded.</p>')

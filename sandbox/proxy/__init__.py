@@ -1,4 +1,4 @@
-"""The session proxy: one MCP endpoint (streamable HTTP) on 127.0.0.1 for every
+"""The tool proxy: one MCP endpoint (streamable HTTP) on 127.0.0.1 for every
 attempt, each reached only with its own unguessable token.
 
     with ProxyServer() as proxy:

@@ -1,4 +1,4 @@
-"""The agent-facing ASGI app of the session proxy: finds the attempt by its
+"""The agent-facing ASGI app of the tool proxy: finds the attempt by its
 token (Authorization header or `/a/<token>/mcp`) and hands the request to that
 attempt's MCP endpoint, on the fast path when it can; refuses what no attempt
 may send (401 unknown token, 404 other paths, 413 too large, 503 sandbox lost)."""

@@ -1,4 +1,4 @@
-"""The per-call caps of the session proxy (sandbox.proxy.limits): arguments too
+"""The per-call caps of the tool proxy (sandbox.proxy.limits): arguments too
 large are refused before they reach a server, replies too large are cut before
 they are relayed and recorded. Every path of a call (calls.py: SDK, fast,
 direct) applies them here, so an agent reads the same refusal and the same cut

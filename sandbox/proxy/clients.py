@@ -19,7 +19,7 @@ from sandbox.proxy.models import Registration
 from sandbox.proxy.relay import bind_to_device
 from sandbox.tls import client_ssl_context
 
-PROXY_PROTOCOL = LATEST_PROTOCOL_VERSION  # what the session proxy's MCP server speaks
+PROXY_PROTOCOL = LATEST_PROTOCOL_VERSION  # what the tool proxy's MCP server speaks
 # Every MCP client over HTTP that tbx owns the HTTP client of (the proxy's to a server, an
 # agent's to the proxy: bench.rollout.clients): the SDK's own defaults, 30 s to connect or
 # write and 300 s between reads. A call's own bound is the proxy's (sandbox.timeouts).

@@ -1,4 +1,4 @@
-"""Hosting for the session proxy: ASGI apps served by uvicorn on sockets bound
+"""Hosting for the tool proxy: ASGI apps served by uvicorn on sockets bound
 to 127.0.0.1, on one event loop in a background thread, plus the thread hop
 that lets blocking callers run coroutines on that loop. Knows nothing of
 attempts (that is `sandbox.proxy.registry.AttemptRegistry`)."""

@@ -1,4 +1,4 @@
-"""The session proxy's limits, in one place: read by the registry, the server,
+"""The tool proxy's limits, in one place: read by the registry, the server,
 the call paths and the command line (for its option defaults); docs/sandbox.md,
 "Per-call limits", says what each one does to an agent that passes it.
 

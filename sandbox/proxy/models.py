@@ -1,4 +1,4 @@
-"""The session proxy's records: what registers an attempt (`RegisterRequest`,
+"""The tool proxy's records: what registers an attempt (`RegisterRequest`,
 with its `ToolPolicy`), what registration returns, what a call leaves behind.
 The same models serve the in-process API and the standalone proxy's admin API."""
 

@@ -1,4 +1,4 @@
-"""The registered attempts of the session proxy: registration (connect to the
+"""The registered attempts of the tool proxy: registration (connect to the
 upstream servers, list and filter their tools, check and watch the sandbox),
 lookup by token, the loss of a sandbox, and unregistration. Each attempt's
 upstream clients and MCP session manager live in one task of the proxy's

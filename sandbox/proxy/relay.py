@@ -1,4 +1,4 @@
-"""Pieces of the session proxy's fast path: relaying one 2026-era (stateless,
+"""Pieces of the tool proxy's fast path: relaying one 2026-era (stateless,
 one HTTP request per message) MCP `tools/call` to its upstream server byte for
 byte, after the proxy has checked the token and the allow-list; and the plain
 ASGI responses the proxy answers with itself.

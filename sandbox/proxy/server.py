@@ -1,4 +1,4 @@
-"""`ProxyServer`, the session proxy's front: binds 127.0.0.1, serves the
+"""`ProxyServer`, the tool proxy's front: binds 127.0.0.1, serves the
 `AttemptRegistry`'s agent-facing app (and, for `tbx proxy`, the admin API) on
 its own event loop in a background thread (`host.py`), and offers the
 blocking and async registration API."""
@@ -20,7 +20,7 @@ from sandbox.proxy.relay import UpstreamPool
 
 
 class ProxyServer:
-    """The session proxy. `start()` (or `with`) binds 127.0.0.1:`port` (0 = any
+    """The tool proxy. `start()` (or `with`) binds 127.0.0.1:`port` (0 = any
     free port) and serves in a background thread; `close()` unregisters every
     attempt and stops it."""
 

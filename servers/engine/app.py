@@ -140,7 +140,7 @@ def build_app(runtime: DomainRuntime, secret: str) -> Starlette:
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "domain": runtime.domain.name})
 
-    # Reached by bridge IP inside a private network (or via the session
+    # Reached by bridge IP inside a private network (or via the tool
     # proxy), so the localhost-only Host-header check must not apply.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(

@@ -1,5 +1,5 @@
 """One model attempt of a harness test: a demo task on the local Docker provider
-(no warm pool) through a given session proxy, with its golden end state replayed
+(no warm pool) through a given tool proxy, with its golden end state replayed
 in a sandbox of its own, graded without rubrics. Shared by the harness tests
 (approval, error hints, state check), which differ in the model's script, the
 harness and what they assert."""

@@ -3,7 +3,7 @@ tool server over its memory limit is the agent's failure (signature `resource_li
 never a system error; a container killed from outside mid-attempt stays a system error.
 
 Both drive the one attempt lifecycle (bench.run.lifecycle.open_attempt) that tbx run,
-env serve and the Session API share, with calls over MCP through the session proxy.
+env serve and the Session API share, with calls over MCP through the tool proxy.
 The containers get a small memory limit so the tool server's limit is reached in a
 few seconds of calls, each within the proxy's per-call argument cap.
 """
@@ -147,7 +147,7 @@ def test_a_container_killed_from_outside_mid_attempt_is_still_a_system_error(
 ) -> None:
     async def body(live: Any, client: Any, proxy: ProxyServer) -> None:
         await _create(client, 0)
-        cid = live.session.containers[SERVER]
+        cid = live.lease.containers[SERVER]
         reads = [asyncio.ensure_future(_read_all(client)) for _ in range(3)]  # in flight at the kill
         await asyncio.to_thread(docker.from_env().containers.get(cid).kill)
         await asyncio.gather(*reads, return_exceptions=True)

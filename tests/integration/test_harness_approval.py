@@ -1,6 +1,6 @@
 """`approval` end to end: a scripted model (the real `openai` client against a
 local OpenAI-compatible test server) plays the golden calls of the demo
-retail refund task in a real sandbox through the real session proxy
+retail refund task in a real sandbox through the real tool proxy
 (`execute_attempt` on the local Docker provider); the simulated user is the
 real `LLMUser` whose model is a stub answering from the test.
 

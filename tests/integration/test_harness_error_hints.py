@@ -1,6 +1,6 @@
 """`error-hints` end to end: a scripted model (the real `openai` client against
 a local OpenAI-compatible test server) makes failing and succeeding calls in
-a real retail sandbox of the demo pack through the real session proxy
+a real retail sandbox of the demo pack through the real tool proxy
 (`execute_attempt` on the local Docker provider).
 
 * without the harness the model reads exactly the recorded replies;

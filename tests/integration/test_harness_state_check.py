@@ -1,7 +1,7 @@
 """`state-check` end to end: a scripted model (the real `openai` client against
 a local OpenAI-compatible test server) plays a demo retail task's golden
 calls but stops one step early (the ticket is never filed), in a real
-sandbox through the real session proxy (`execute_attempt` on the local
+sandbox through the real tool proxy (`execute_attempt` on the local
 Docker provider), graded against the golden end state replayed in a sandbox
 of its own.
 

@@ -41,7 +41,7 @@ from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.golden import GoldenStore
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox.provider import DockerProvider, SandboxSession
+from sandbox.provider import DockerProvider, SandboxLease
 from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.sandbox import Sandbox, SandboxRequest
 from sandbox.sweeper import leftovers
@@ -95,7 +95,7 @@ class Provider(DockerProvider):
         super().__init__(warm=warm)
         self.kill, self.where = kill, where
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
         if self.where == "pool" and not self.kill.victims:
             pool = await self.warm_up(request)
             deadline = time.monotonic() + 180

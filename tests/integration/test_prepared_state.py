@@ -22,7 +22,7 @@ from bench.run.lifecycle import open_attempt
 from judge.canonical import dump_dsn
 from sandbox import ProxyServer, leftovers, new_id, proxy_client
 from sandbox.pool import SandboxPool
-from sandbox.provider import DockerProvider, SandboxSession, Upcoming
+from sandbox.provider import DockerProvider, SandboxLease, Upcoming
 from sandbox.proxy.clients import tool_json
 from sandbox.sandbox import SandboxRequest
 from sandbox.sweeper import sweep
@@ -50,7 +50,7 @@ class Touching(DockerProvider):
     """A provider whose checkouts write to the database before the attempt reads it
     (what a spare touched between prepare and hand-over would look like)."""
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
         session = await super().checkout(request)
 
         def touch() -> None:
@@ -84,13 +84,11 @@ async def _attempt(spec: AttemptSpec, provider: DockerProvider, proxy: ProxyServ
     outcome = AttemptOutcome.of(spec)
     seen: dict[str, Any] = {}
     async with open_attempt(spec, provider, proxy, outcome=outcome) as live:
-        seen["dump_at_checkout"] = await asyncio.to_thread(
-            dump_dsn, live.session.admin_dsn("retail"), "retail"
-        )
+        seen["dump_at_checkout"] = await asyncio.to_thread(dump_dsn, live.lease.admin_dsn("retail"), "retail")
         seen["listing"] = live.registration.listing
         async with proxy_client(live.registration) as client:
             seen["answered"] = [tool_json(t) for t in (await client.list_tools()).tools]
-        seen["prepared_tools"] = dict(live.session.tools)
+        seen["prepared_tools"] = dict(live.lease.tools)
     seen["initial"] = outcome.initial_state
     return seen
 

@@ -1,4 +1,4 @@
-"""The session proxy in front of real sandboxes (Docker): two attempts of
+"""The tool proxy in front of real sandboxes (Docker): two attempts of
 different domains behind one proxy, tokens, allow-list, overrides, size cap,
 and `tbx up --json` driven by an external MCP client. Three sandboxes in all
 (two shared by the module, one inside the `tbx up` subprocess)."""

@@ -1,4 +1,4 @@
-"""`tbx up --from` is faithful (issue 37): a recorded attempt replayed through the session
+"""`tbx up --from` is faithful (issue 37): a recorded attempt replayed through the tool
 proxy in a fresh sandbox (bench.run.revive) stands where the attempt stood.
 
 * every attempt of a real `tbx run --agent chaos` on the demo pack (k=2: its mistakes,
@@ -143,7 +143,7 @@ async def _state_at(out: Path, attempt_id: str, step: int, proxy: ProxyServer) -
         assert len(r.replayed) == step
         if step == len(plan.calls):
             assert r.check is not None and r.check.matched
-        return await asyncio.to_thread(dump_dsn, r.session.admin_dsn(plan.domain), plan.domain)
+        return await asyncio.to_thread(dump_dsn, r.lease.admin_dsn(plan.domain), plan.domain)
 
 
 def test_a_replay_to_step_n_equals_the_live_attempts_state_after_n_calls(

@@ -26,7 +26,7 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox.provider import DockerProvider, SandboxSession
+from sandbox.provider import DockerProvider, SandboxLease
 from sandbox.sandbox import SandboxRequest
 from sandbox.sweeper import leftovers
 
@@ -46,7 +46,7 @@ class Saboteur(DockerProvider):
         self.role, self.how, self.left = role, how, times
         self.victims: list[str] = []  # container names, in order
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
         session = await super().checkout(request)
         if self.left > 0:
             self.left -= 1

@@ -133,7 +133,7 @@ def test_calls_are_recorded_once_and_refusals_never_reach_the_server(
         assert [(r.tool, r.arguments, r.result, r.outcome, r.domain) for r in recorded] == [
             (g["tool"], g["parameters"], g["result"], "ok", "consulting") for g in golden
         ]
-        assert set(session.pools) == set(session.live.session.servers.values())  # the direct path's own
+        assert set(session.pools) == set(session.live.lease.servers.values())  # the direct path's own
         effects = await _value(c.post("/get_effects", json={"session_id": "direct"}))
         assert effects[task.server]["result_db_hash"] == task.trace["golden_state_hash"]
         await _value(c.post("/session_destroy", json={"session_id": "direct"}))
@@ -148,7 +148,7 @@ def test_calls_are_recorded_once_and_refusals_never_reach_the_server(
         reader = table.get("reader")
         assert reader.live is not None
         before = (await _value(c.post("/get_effects", json={"session_id": "reader"})))[task.server]
-        containers = dict(reader.live.session.containers)
+        containers = dict(reader.live.lease.containers)
         signal_server(dclient, containers, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
@@ -189,7 +189,7 @@ def test_a_killed_container_gives_the_documented_error_and_relays_nothing(
         await _value(_create(c, "killed", task.config, task.tools))
         session = table.get("killed")
         assert session.live is not None
-        token, containers = session.live.token, dict(session.live.session.containers)
+        token, containers = session.live.token, dict(session.live.lease.containers)
         assert await _value(_call(c, "killed", first["tool"], first["parameters"])) == first["result"]
         server = next(role for role in containers if role not in ("postgres", "typesense"))
         dclient.containers.get(containers[server]).kill()

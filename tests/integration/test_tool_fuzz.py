@@ -1,4 +1,4 @@
-"""Every tool of every domain, called through the real session proxy on a real
+"""Every tool of every domain, called through the real tool proxy on a real
 sandbox (PostgreSQL, Typesense, the domain's server) with arguments generated
 from the tool's own input schema: valid ones (hypothesis-jsonschema) and
 near-valid ones (a field of the wrong type, a required field missing, an extra

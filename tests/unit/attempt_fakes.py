@@ -25,7 +25,7 @@ from judge.canonical import dump_canonical, state_hash
 from judge.records import GoldenState, ToolCallView
 from sandbox.errors import ContainerStartError
 from sandbox.mcp_server import UPSTREAM_SECRET_HEADER
-from sandbox.provider import SandboxProvider, SandboxSession
+from sandbox.provider import SandboxLease, SandboxProvider
 from sandbox.sandbox import SandboxRequest
 from servers.engine.app import DomainRuntime, build_app
 from servers.engine.store import Store
@@ -110,7 +110,7 @@ class FakeProvider(SandboxProvider):
             raise ContainerStartError("server-retail container exited during start (exit code 1)")
         return await asyncio.to_thread(self.dbs.create, request.domains[0])
 
-    async def prepare(self, booted: psycopg.Connection[Any], request: SandboxRequest) -> SandboxSession:
+    async def prepare(self, booted: psycopg.Connection[Any], request: SandboxRequest) -> SandboxLease:
         self.requests.append(request)
         domain = request.domains[0]
         tables = load_domain(domain).tables

@@ -1,4 +1,4 @@
-"""A tiny local MCP server (low-level `Server` on uvicorn, 127.0.0.1) behind the session
+"""A tiny local MCP server (low-level `Server` on uvicorn, 127.0.0.1) behind the tool
 proxy in its tests: tools that echo, sleep, fail or answer in-band errors, and a record
 of every call and upstream secret it received."""
 

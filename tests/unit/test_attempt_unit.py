@@ -2,7 +2,7 @@
 through JSON, as if shipped to another machine) executed against a fake
 sandbox provider whose "sandbox" is the domain's real MCP server started
 in-process on 127.0.0.1 over a fresh database on the host test PostgreSQL,
-behind the real session proxy. The oracle agent's terminal state must equal
+behind the real tool proxy. The oracle agent's terminal state must equal
 the golden end state (replayed in-process), and the coordinator must grade
 and write it like any run."""
 

@@ -36,7 +36,7 @@ from sandbox import (
     SandboxProvider,
     SandboxRequest,
 )
-from sandbox.provider import SandboxSession
+from sandbox.provider import SandboxLease
 
 
 class NoSandboxComes(SandboxProvider):
@@ -46,14 +46,14 @@ class NoSandboxComes(SandboxProvider):
         super().__init__()
         self.checkouts = 0
 
-    async def checkout(self, request: SandboxRequest) -> SandboxSession:
+    async def checkout(self, request: SandboxRequest) -> SandboxLease:
         self.checkouts += 1
         raise CheckoutTimeout(f"no {request.domains[0]} sandbox within 240 s", 240.0)
 
     async def boot(self, request: SandboxRequest) -> Any:
         raise AssertionError("not booted: the checkout gave up first")
 
-    async def prepare(self, booted: Any, request: SandboxRequest) -> SandboxSession:
+    async def prepare(self, booted: Any, request: SandboxRequest) -> SandboxLease:
         raise AssertionError("not prepared: the checkout gave up first")
 
 

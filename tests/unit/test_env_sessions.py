@@ -11,7 +11,7 @@ import pytest
 from bench.env.protocol import EnvError, ErrorCode
 from bench.env.sessions import (
     ClientSessionsFull,
-    Session,
+    EnvSession,
     Sessions,
     SessionsFull,
     client_key,
@@ -38,7 +38,7 @@ def table(per_client: int = 3, limit: int = 100, idle: float = 60.0) -> tuple[Se
     return Sessions(per_client=per_client, idle_timeout=idle, limit=limit, clock=clock), clock
 
 
-def play(sessions: Sessions, session: Session, clock: Clock) -> StandInEpisode:
+def play(sessions: Sessions, session: EnvSession, clock: Clock) -> StandInEpisode:
     episode = StandInEpisode(last_activity=clock.now)
     sessions.start_episode(session, episode)  # type: ignore[arg-type]
     return episode

@@ -4,7 +4,7 @@ or with a reason, its opening cancelled with its opener, and a lost sandbox
 noticed per call by one rule (the infrastructure's loss is `SandboxLost`, the
 attempt's own limit is not). Against the fake provider of attempt_fakes (a
 database on the test PostgreSQL and the domain's real server in process) behind
-the real session proxy; losses are told to the proxy as its watch tells them."""
+the real tool proxy; losses are told to the proxy as its watch tells them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Whatever the model emits is the model's responsibility: a stub OpenAI-compatible
 model on 127.0.0.1 sends every kind of garbage tool call (lone UTF-16 surrogates,
 invalid JSON, non-object and huge arguments, unknown tools, ...) through the real
-agent loop, the real session proxy (fast relay and SDK paths) and a real MCP
+agent loop, the real tool proxy (fast relay and SDK paths) and a real MCP
 server. Each becomes a tool error the model sees; the attempt goes on and ends
 on its merits, never as a system error, and everything recorded serialises."""
 

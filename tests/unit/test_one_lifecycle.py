@@ -1,7 +1,7 @@
 """`tbx run`'s attempt (`execute_attempt`) and `tbx env serve`'s episode open and
 close their attempt through the one `bench.run.lifecycle.open_attempt`: against
 the same fake provider (the domain's real MCP server in-process over a database
-on the test PostgreSQL, behind the real session proxy), each checkout is closed
+on the test PostgreSQL, behind the real tool proxy), each checkout is closed
 exactly once, and a fault injected at each phase of the lifecycle comes back
 from both entry points as the same typed system error."""
 

@@ -1,5 +1,5 @@
 """`bench.run.prefix`: a prefix parsed and checked at the boundary (shape, cap, the
-allow-list, reserved tools), replayed through a held attempt's real session proxy and
+allow-list, reserved tools), replayed through a held attempt's real tool proxy and
 kept apart from the driver's own calls (`outcome.prefix` vs `outcome.calls`), and a
 live attempt's calls so far taken as a fork's prefix (refused calls left out). Against
 the fake provider of attempt_fakes (a database on the test PostgreSQL, the domain's real

@@ -1,4 +1,4 @@
-"""The session proxy against tiny local MCP servers (low-level `Server` on
+"""The tool proxy against tiny local MCP servers (low-level `Server` on
 uvicorn, 127.0.0.1): routing, allow-list, reserved names, timeouts, size cap,
 tokens, overrides, recording, the admin API. No Docker needed; the same
 behaviour against real sandboxes is in tests/integration/test_proxy_sandbox.py."""

@@ -56,7 +56,7 @@ def test_every_default_timeout_is_the_one_objects() -> None:
     assert timeouts.boot == SANDBOX_TIMEOUTS.boot == defaults.START_TIMEOUT == 120.0
     assert SandboxRequest(domains=["retail"]).start_timeout == timeouts.boot
     assert SandboxPool(["retail"]).start_timeout == timeouts.boot
-    # The session proxy's per-call bound; an agent waits the grace beyond it.
+    # The tool proxy's per-call bound; an agent waits the grace beyond it.
     assert timeouts.call == DEFAULT_CALL_TIMEOUT == defaults.CALL_TIMEOUT == 60.0
     assert timeouts.agent_call == timeouts.call + timeouts.reply_grace == 75.0
     assert LoopSpec(task_id="t", agent="a", query="q").call_timeout == timeouts.agent_call
