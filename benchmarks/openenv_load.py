@@ -48,6 +48,23 @@ AGENT = Path(__file__).with_name("openenv_load_agent.py")
 CLOSING = "Thanks, that's all. ###STOP###"
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 free now (for a server the benchmark starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def closing_user_config(root: Path) -> tuple[ThreadingHTTPServer, Path]:
+    """`closing_user` and a models config (root/models.json) whose user model it serves."""
+    stub, base_url = closing_user()
+    config = root / "models.json"
+    config.write_text(
+        json.dumps({"defaults": {"base_url": base_url, "api_key": "k"}, "user": {"model": "user-m"}})
+    )
+    return stub, config
+
+
 def closing_user() -> tuple[ThreadingHTTPServer, str]:
     """An OpenAI-compatible user endpoint that ends the chat on its first reply."""
 
@@ -96,14 +113,8 @@ def pct(values: list[float], q: float) -> float:
 def serve_and_play(
     bench: Any, tasks: list[Any], group: int, warm: int | None, cache: Path, root: Path
 ) -> dict[str, Any]:
-    stub, base_url = closing_user()
-    config = root / "models.json"
-    config.write_text(
-        json.dumps({"defaults": {"base_url": base_url, "api_key": "k"}, "user": {"model": "user-m"}})
-    )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    stub, config = closing_user_config(root)
+    port = free_port()
     out = root / f"env-g{group}"
     inflight = len(tasks) * group
     cmd = [

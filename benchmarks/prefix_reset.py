@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from openenv_load import closing_user, pct, pool_ahead, ready_body
+from openenv_load import closing_user_config, free_port, pct, pool_ahead, ready_body
 
 from bench.dataset import default_root, load_benchmark
 from sandbox.sweeper import leftovers
@@ -75,17 +74,11 @@ def main() -> int:
     bench = load_benchmark(default_root())
     task = bench.task(args.task)
     prefix = [{"tool": t, "arguments": a} for t, a in bench.golden_calls(task)]
-    stub, base_url = closing_user()
     times: dict[str, list[float]] = {"plain": [], "prefix": []}
     with tempfile.TemporaryDirectory(prefix="tbx-prefix-reset-") as tmp:
         root = Path(tmp)
-        config = root / "models.json"
-        config.write_text(
-            json.dumps({"defaults": {"base_url": base_url, "api_key": "k"}, "user": {"model": "user-m"}})
-        )
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        stub, config = closing_user_config(root)
+        port = free_port()
         cmd = [
             sys.executable, "-m", "bench.cli", "env", "serve", "--dataset", str(bench.root),
             "--config", str(config), "--port", str(port), "--out", str(root / "out"),

@@ -180,6 +180,21 @@ def up_command(args: argparse.Namespace) -> int:
     return 0 if gone is None else 1
 
 
+async def _until_gone(proxy: ProxyServer, token: str) -> str:
+    """Wait until the proxy's watch sees the sandbox vanish (what vanished, said on stderr);
+    a stop signal cancels the wait."""
+    try:
+        while (gone := proxy.gone(token)) is None:
+            await asyncio.sleep(0.5)
+    except asyncio.CancelledError:
+        print("tearing down ...", file=sys.stderr, flush=True)
+        raise
+    print(
+        f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...", file=sys.stderr, flush=True
+    )
+    return gone
+
+
 async def _hold(
     request: SandboxRequest, policy: ToolPolicy, proxy: ProxyServer, *, as_json: bool
 ) -> str | None:
@@ -193,17 +208,7 @@ async def _hold(
         handle = lease.handle
         assert handle is not None, "a Docker sandbox has its endpoints"
         print(endpoints_json(handle, reg) if as_json else describe(handle, reg), flush=True)
-        try:
-            while (gone := proxy.gone(reg.token)) is None:
-                await asyncio.sleep(0.5)
-        except asyncio.CancelledError:
-            print("tearing down ...", file=sys.stderr, flush=True)
-            raise
-        print(
-            f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
-            file=sys.stderr,
-            flush=True,
-        )
+        gone = await _until_gone(proxy, reg.token)
     return gone
 
 
@@ -329,15 +334,5 @@ async def _hold_revived(plan: RevivalPlan, proxy: ProxyServer, *, as_json: bool,
                 return 1
         if not as_json:
             print(describe(handle, reg), flush=True)
-        try:
-            while (gone := proxy.gone(reg.token)) is None:
-                await asyncio.sleep(0.5)
-        except asyncio.CancelledError:
-            print("tearing down ...", file=sys.stderr, flush=True)
-            raise
-        print(
-            f"tbx up: {gone}; the proxy refuses every further call. Tearing down ...",
-            file=sys.stderr,
-            flush=True,
-        )
+        await _until_gone(proxy, reg.token)
     return 1
