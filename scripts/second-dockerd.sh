@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A second Docker daemon of our own, for the tests and benchmarks that restart
-# a daemon (tests/integration/test_daemon_restart.py, benchmarks/soak.py):
+# a daemon (tests/integration/bench/run/test_daemon_restart.py, benchmarks/soak.py):
 # the shared daemon is never restarted. Everything it owns lives under DIR.
 #
 #   scripts/second-dockerd.sh start [DIR]   # start (idempotent), load the tbx images

@@ -85,6 +85,7 @@ class Databases:
 
 REPO = Path(__file__).resolve().parents[1]
 EXPORT = REPO.parent / "shared/benchmarks/thinkingbox-bench-v1"  # the suite's default benchmark
+DEMO_PACK = REPO / "bench" / "packs" / "demo"  # the embedded demo pack (make bench's)
 
 
 def dataset_path() -> Path:

@@ -2,7 +2,7 @@
 (tests/data/policy_queries.yaml): recall@3 and MRR per domain, for any search
 given as a function from query text to the ranked source names.
 
-Used by tests/integration/test_policy_search_quality.py and
+Used by tests/integration/servers/toolsets/test_policy_search_quality.py and
 benchmarks/policy_search.py."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Replay golden tool calls in-process against a PostgreSQL database (no
 containers, no MCP): the fast inner loop for server development, and the core
-of the unit suite's golden replay (tests/unit/test_golden_replay.py).
+of the unit suite's golden replay (tests/unit/bench/replay/test_golden_replay.py).
 
     python -m bench.replay.local --domain retail --dsn 'host=/tmp port=55432 user=postgres dbname=tbx_retail' \
         [--tasks ID,ID] [--verbose]

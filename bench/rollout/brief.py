@@ -19,7 +19,7 @@ Not in it: golden end states, rubrics, golden calls. One marked exception:
 `chaos`: them with its seeded mistakes), present only when the attempt's agent is
 one of those two. They are the harness's self-tests, no model is scored, and
 replaying the golden calls is what they exist for; any other agent's brief has
-`script` None (tests/unit/test_task_brief.py searches the briefs for golden values).
+`script` None (tests/unit/bench/dataset/test_task_brief.py searches the briefs for golden values).
 """
 
 from __future__ import annotations

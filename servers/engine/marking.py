@@ -11,7 +11,7 @@ The marking is derived by rule from the verb phrase that names what a call
 does, which is how the specs of the benchmark's servers describe each tool
 (its name says whether it reads or writes and what; "never mutates" /
 "read-only" / "writes" there agree with the rules below, which
-tests/unit/test_marking.py checks against the export's own `writes_state`):
+tests/unit/servers/engine/test_marking.py checks against the export's own `writes_state`):
 
 - the phrase is the tool's name; a multi-action tool (an `action` or
   `operation` argument with an enum: the consulting `*_api` tools, the

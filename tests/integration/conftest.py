@@ -26,7 +26,7 @@ import docker
 import docker.errors
 import pytest
 from daemon_probe import UNANSWERED_BEFORE_STOP, daemon_state, unanswered
-from sandbox_containers import DEMO_PACK
+from pg_support import DEMO_PACK
 from typesense_container import Running, build_typesense_image, start_hardened
 
 from bench.dataset import Benchmark, load_benchmark

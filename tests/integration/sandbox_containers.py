@@ -11,15 +11,12 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
 
 from sandbox import DockerProvider
-
-DEMO_PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
 
 
 @contextlib.asynccontextmanager

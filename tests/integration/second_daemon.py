@@ -1,6 +1,6 @@
 """A Docker daemon of the tests' own (scripts/second-dockerd.sh), for faults that
 restart a daemon: the shared one is never touched. Used by
-tests/integration/test_daemon_restart.py, test_soak.py and benchmarks/soak.py."""
+tests/integration/bench/run/test_daemon_restart.py, test_soak.py and benchmarks/soak.py."""
 
 from __future__ import annotations
 

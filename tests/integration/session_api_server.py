@@ -5,10 +5,13 @@ traced task's create, its calls, the reply's value and a session's effects."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +68,18 @@ def start(tmp: Path, dataset: Path, *extra: str, env: dict[str, str] | None = No
 
 def stop(served: Served) -> int:
     return terminate(served.proc, 120)
+
+
+@contextlib.contextmanager
+def serving(tmp: Path, dataset: Path, *extra: str) -> Iterator[Served]:
+    """`start`, then at the end `stop`, which a served `tbx session-proxy` must answer as a
+    SIGTERM'd process does (its log's tail in the failure)."""
+    s = start(tmp, dataset, *extra)
+    try:
+        yield s
+    finally:
+        code = stop(s)
+        assert code == 128 + signal.SIGTERM, s.log.read_text()[-3000:]
 
 
 # ---- the client, from the spec -------------------------------------------------------

@@ -10,12 +10,11 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import uvicorn
-from pg_support import Databases
+from pg_support import DEMO_PACK, Databases
 
 from bench.dataset import Benchmark, Task
 from bench.prepare import TaskPreparation
@@ -32,7 +31,7 @@ from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool
 from servers.registry import load_domain
 
-PACK = Path(__file__).resolve().parents[2] / "bench" / "packs" / "demo"
+PACK = DEMO_PACK
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 
 

