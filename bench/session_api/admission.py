@@ -1,10 +1,23 @@
 """Which `/session_create` the Session API takes: a cap on sessions and admission by
-memory, refused at once with `AtCapacity` (HTTP 503 and Retry-After) rather than
-booted into a machine that cannot hold them (#38 finding 7: 10 concurrent creates
-were 39 containers, and nothing bounded them).
+memory, and a boot queue it can serve in time, refused at once with `AtCapacity`
+(HTTP 429 and Retry-After) rather than booted into a machine that cannot hold them
+(#38 finding 7: 10 concurrent creates were 39 containers, and nothing bounded them)
+or left waiting past the client's patience (#38 bursts: on a busy machine 144 creates
+at once waited past the trainer's 600 s).
+
+429, not 503: the reference clients retry a 429 for as long as it comes, at least
+`min(Retry-After, 32)` s apart, but a 503 only five times within about 30 s, ignoring
+its Retry-After (the spec's section 7.1.3), so a 503 turned a create that would have
+been served a minute later into a failed rollout.
 
 - Count: at most `max_sessions` sessions, live or being created, whatever memory
   says: a bound on containers, networks and connections (`--max-sessions`).
+- Queue: a create is refused when the creates still booting ahead of it, at the rate
+  creates have finished lately (the last QUEUE_WINDOW completions, at least
+  QUEUE_SAMPLES of them), would keep it waiting past its own session `timeout` (the
+  trainer sends 0.9 x its HTTP timeout); Retry-After says when the queue should have
+  shrunk enough. Before enough creates have finished, or with none booting ahead (then
+  waiting cannot help), nothing is refused on this ground.
 - Memory: `tbx run`'s admission by measured use (sandbox.admission). Every container
   set is charged its domain's need (working set + headroom + per-container overhead)
   against the memory available at start less the reserve; charged are the warm
@@ -24,6 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,13 +57,19 @@ log = logging.getLogger(__name__)
 # Charged per set of a domain not measured yet: about 2.5x the largest need measured
 # (169-200 MiB a set, docs/performance.md), so a first burst cannot overcommit.
 UNMEASURED = 512 * MIB
+# The boot rate is read off the last QUEUE_WINDOW creates that finished, once there are
+# QUEUE_SAMPLES of them; a Retry-After beyond RETRY_AFTER_MAX is honoured as 32 s by the
+# reference clients anyway.
+QUEUE_WINDOW = 16
+QUEUE_SAMPLES = 4
+RETRY_AFTER_MAX = 32
 
 
 class AtCapacity(ApiError):
-    """The server holds what it can: retry after `retry_after` s (HTTP 503)."""
+    """The server holds what it can: retry after `retry_after` s (HTTP 429: see the module doc)."""
 
     def __init__(self, message: str, retry_after: int = RETRY_AFTER):
-        super().__init__(message, 503)
+        super().__init__(message, 429)
         self.retry_after = retry_after
 
 
@@ -73,6 +95,7 @@ class SessionAdmission:
         golden_stored: Callable[[str], bool],
         budget_bytes: int | None = None,
         available: Callable[[], int] = available_memory,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.max_sessions = max_sessions
         self.warm = warm
@@ -89,6 +112,9 @@ class SessionAdmission:
         self._replays: dict[str, _Replay] = {}  # golden key -> the replay charged
         self._measuring: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._clock = clock
+        self._booting: set[object] = set()  # admitted creates not yet done
+        self._finished: deque[float] = deque(maxlen=QUEUE_WINDOW)  # when the last creates finished
 
     def start(self) -> None:
         """Fix the budget and read the measurements `tbx run` cached for these images."""
@@ -122,6 +148,31 @@ class SessionAdmission:
                 "retry later, or destroy sessions"
             )
 
+    def queue_wait(self) -> float | None:
+        """Seconds a create admitted now would wait for the ones booting ahead of it and its
+        own boot, at the rate the last creates finished (their own spacing, so an idle spell
+        before a burst does not read as a slow machine); None while that rate is unknown."""
+        if len(self._finished) < QUEUE_SAMPLES:
+            return None
+        span = self._finished[-1] - self._finished[0]
+        if span <= 0:
+            return None
+        return (len(self._booting) + 1) * span / (len(self._finished) - 1)
+
+    def check_queue(self, patience: float) -> None:
+        """Before a create: refuse it at once when the queue ahead would keep it waiting
+        longer than `patience` s (its session timeout), rather than let its client time out."""
+        wait = self.queue_wait()
+        # With nothing booting ahead, waiting cannot shorten the wait: never refused then.
+        if wait is None or wait <= patience or not self._booting:
+            return
+        retry = min(RETRY_AFTER_MAX, max(RETRY_AFTER, math.ceil(wait - patience)))
+        raise AtCapacity(
+            f"Server at capacity: {len(self._booting)} creates are booting ahead, about {wait:.0f} s at the "
+            f"rate creates finish now, longer than this session's timeout ({patience:.0f} s); retry later",
+            retry_after=retry,
+        )
+
     async def admit(self, session: object, entry: SessionServer) -> None:
         """Charge `session`'s set (and its golden replay, unless stored or charged
         already), or refuse it. Released by `release`; the replay's share by `created`."""
@@ -145,6 +196,7 @@ class SessionAdmission:
                 raise NeverFits(f"Cannot serve this session: {message}, with nothing held{pools}")
             raise AtCapacity(f"Server at capacity: {message}; retry later, or destroy sessions")
         self._holders[session] = domain
+        self._booting.add(session)
         if not stored:
             self._replays.setdefault(key, _Replay(domain)).waiting.add(session)
             self._golden[session] = key
@@ -153,6 +205,9 @@ class SessionAdmission:
         """The create is done: its golden state is there, no replay waits on its behalf;
         the first live set of a domain not measured yet is measured."""
         self._replay_done(session)
+        if session in self._booting:
+            self._booting.discard(session)
+            self._finished.append(self._clock())
         domain = self._holders.get(session)
         if domain is not None and session.live is not None and domain not in self.need:
             task = asyncio.create_task(self.learn(domain, session.live.lease.containers))
@@ -162,6 +217,7 @@ class SessionAdmission:
     def release(self, session: object) -> None:
         """The session is gone (or its create failed): its charge ends."""
         self._replay_done(session)
+        self._booting.discard(session)
         self._holders.pop(session, None)
 
     def _replay_done(self, session: object) -> None:

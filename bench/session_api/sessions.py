@@ -208,6 +208,7 @@ class SessionTable:
             raise ApiError("Session already exists")
         if self.admission is not None:  # the count at once, memory once the domain is known
             self.admission.check_count(len(self.sessions))
+            self.admission.check_queue(body.timeout)
         session = Session(body.session_id, body)
         self.sessions[body.session_id] = session  # visible at once: a second create is refused
         try:

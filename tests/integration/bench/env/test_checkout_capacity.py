@@ -2,7 +2,7 @@
 pool's only spare is still booting when a request comes, and the provider waits at most
 half a second for it (`tbx env serve` waits two boots; shortened here so that no set has
 to come up). `tbx env serve`'s reset is refused with CAPACITY_REACHED and a retry_after,
-nothing recorded and the repeat free again; the Session API's create with 503 and
+nothing recorded and the repeat free again; the Session API's create with 429 and
 Retry-After, the session id free again. Nothing of either run is left behind."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def test_the_session_api_refuses_a_create_no_sandbox_came_for(tmp_path: Path) ->
 
     answers = asyncio.run(go())
     for answer in answers:  # the second create of the same id is refused the same way: it is free
-        assert answer.status_code == 503, answer.text[:500]
+        assert answer.status_code == 429, answer.text[:500]
         assert answer.headers["retry-after"] == str(RETRY_AFTER)
         value = answer.json()["content"]["value"]
         assert value.startswith("Server at capacity: no retail sandbox within 0.5 s"), value

@@ -2,7 +2,7 @@
 `DockerProvider` when its warm pool hands none over within its `timeouts.checkout`) is a
 server at capacity, not a failed attempt: `tbx env serve` refuses the reset with
 CAPACITY_REACHED and a `retry_after` (nothing recorded, the repeat free again), the
-Session API refuses the create as its admission does (503, Retry-After), and `tbx run`
+Session API refuses the create as its admission does (429, Retry-After), and `tbx run`
 tries the attempt again (a retryable system error)."""
 
 from __future__ import annotations
@@ -143,10 +143,10 @@ def test_the_session_api_refuses_the_create_as_admission_does(pack: Benchmark) -
 
     with pytest.raises(AtCapacity) as refused:
         asyncio.run(create(None))
-    assert refused.value.status == 503 and refused.value.retry_after == RETRY_AFTER
+    assert refused.value.status == 429 and refused.value.retry_after == RETRY_AFTER
     assert refused.value.message.startswith("Server at capacity: no retail sandbox within 240 s")
-    # The routes' wrapper answers it as admission's refusals: 503 with Retry-After.
+    # The routes' wrapper answers it as admission's refusals: 429 with Retry-After.
     response = asyncio.run(_handled(create)(cast(Any, None)))
-    assert response.status_code == 503 and response.headers["retry-after"] == str(RETRY_AFTER)
+    assert response.status_code == 429 and response.headers["retry-after"] == str(RETRY_AFTER)
     body = json.loads(response.body)
     assert body["success"] is False and body["content"]["value"].startswith("Server at capacity")

@@ -1,7 +1,7 @@
 """The Session API's admission (#38 finding 7) without Docker: the session cap, and memory
 charged per container set against a fixed budget (warm pools from the start, each
 session's set, a golden replay once per key while a create may wait on it), refused as
-AtCapacity (503, Retry-After) or, when one session can never fit, NeverFits (400)."""
+AtCapacity (429, Retry-After) or, when one session can never fit, NeverFits (400)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_the_count_cap_refuses_with_a_retry_after() -> None:
     admission.check_count(3)
     with pytest.raises(AtCapacity) as refused:
         admission.check_count(4)
-    assert refused.value.status == 503 and refused.value.retry_after > 0
+    assert refused.value.status == 429 and refused.value.retry_after > 0
     assert refused.value.message.startswith("Server at capacity: 4/4 sessions")
 
 
@@ -152,3 +152,51 @@ def test_the_budget_is_what_is_available_less_the_reserve() -> None:
     )
     admission.start()
     assert admission.budget == 19 * 2**30  # 5 % kept free (at least 1 GiB)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_create_the_queue_cannot_serve_within_its_timeout_is_refused_at_once() -> None:
+    """The burst rule: creates finish every 5 s here; with 10 booting ahead a new one would
+    wait about 55 s, so a session whose timeout is 30 s is refused (429, Retry-After about
+    how much too long), one whose timeout is 120 s is admitted; nothing is refused before
+    enough creates have finished to know the rate, nor with none booting ahead."""
+    clock = FakeClock()
+    admission = SessionAdmission(
+        64,
+        warm=0,
+        domains=("retail",),
+        images=lambda: dict(IMAGES),
+        golden_key=lambda entry: "k",
+        golden_stored=lambda key: True,
+        budget_bytes=100 * UNMEASURED,
+        clock=clock,
+    )
+    admission.start()
+    booting = [_session(str(i)) for i in range(14)]
+    for s in booting:
+        _admit(admission, s, _entry(golden="k"))
+    admission.check_queue(1.0)  # no rate known yet: nothing refused on this ground
+    for s in booting[:4]:  # four creates finish, 5 s apart
+        clock.now += 5.0
+        admission.created(s)
+    assert admission.queue_wait() == pytest.approx((10 + 1) * 5.0)
+    with pytest.raises(AtCapacity) as refused:
+        admission.check_queue(30.0)
+    assert refused.value.status == 429
+    assert refused.value.retry_after == 25  # 55 s ahead, 30 s of patience
+    assert "10 creates are booting ahead" in refused.value.message
+    admission.check_queue(120.0)
+    for s in booting[4:]:  # the rest fail or go: the queue drains
+        admission.release(s)
+    admission.check_queue(4.0)  # its own boot alone takes longer, but waiting cannot help that
+    clock.now += 3600.0  # an idle hour, then a burst: the rate is the creates' own spacing
+    for s in booting[:3]:
+        _admit(admission, s, _entry(golden="k"))
+    assert admission.queue_wait() == pytest.approx((3 + 1) * 5.0)
