@@ -16,7 +16,7 @@ Two key spaces share the store's directory, layout, reader and pruning: a
 benchmark task's (`golden_key`, what `tbx run`, `tbx env serve` and regrade
 look up) and a Session API `server_config` entry's (`session_golden_key`: no
 task id, since a harness's entry need not be a benchmark task;
-bench.session_api.golden fills it with `GoldenStore.load`/`save`).
+bench.session_api.golden_cache fills it with `GoldenStore.load`/`save`).
 
 A golden call that returns a tool error (the in-band error envelope or an MCP
 error) fails the task's preparation with `GoldenReplayError` (the reference

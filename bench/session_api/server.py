@@ -23,7 +23,7 @@ from bench.defaults import MAX_SESSIONS
 from bench.run.golden import GoldenStore, servers_image_id
 from bench.session_api.admission import SessionAdmission
 from bench.session_api.app import SessionApi, build_app, idle_expiry
-from bench.session_api.golden import GoldenCache
+from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.health import DaemonProbe
 from bench.session_api.limits import BodyLimits, LimitedBodies
 from bench.session_api.record import Recorder

@@ -7,7 +7,7 @@ preparation takes (bench.prepare.TaskPreparation) and what stays host-side.
 (the same `initial_rows` an attempt of `tbx run` starts from) and `sources` go
 into the session's own Typesense; `golden_test_case`, `rubrics` and
 `rubrics_yesno` never leave this process (the golden end state is replayed in a
-sandbox of its own, bench.session_api.golden).
+sandbox of its own, bench.session_api.golden_cache).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from bench.run.prefix import (
 )
 from bench.session_api.admission import AtCapacity, SessionAdmission
 from bench.session_api.effects import effects_object
-from bench.session_api.golden import GoldenCache
+from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.models import INVALID_INPUT, NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry

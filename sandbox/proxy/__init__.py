@@ -13,7 +13,7 @@ public ones from `sandbox`; this package re-exports nothing):
 
     server.py    ProxyServer: hosts the registry on its own loop (host.py); blocking + async API
     registry.py  AttemptRegistry: register / unregister / gone, each attempt's upstream sessions
-    attempt.py   RegisteredAttempt: one attempt's routes, sessions, recorded calls, loss
+    registered.py  RegisteredAttempt: one attempt's routes, upstream MCP clients, recorded calls, loss
     app.py       the agent-facing ASGI app: token -> that attempt's MCP endpoint
     calls.py     one tool call: the SDK path (forward_call), the fast path (relay_call), the direct path (direct_call)
     relay.py     the fast path's wire pieces and keep-alive upstream connections

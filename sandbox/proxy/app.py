@@ -11,7 +11,7 @@ from collections.abc import Callable
 from starlette.types import Receive, Scope, Send
 
 from sandbox.proxy import calls, relay
-from sandbox.proxy.attempt import RegisteredAttempt
+from sandbox.proxy.registered import RegisteredAttempt
 
 
 class ProxyApp:

@@ -26,11 +26,11 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from sandbox.proxy import relay
-from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.caps import capped_message, capped_result, oversized_arguments, recorded_arguments
 from sandbox.proxy.limits import MAX_REPLY_BYTES
 from sandbox.proxy.loss import limit_refusal
 from sandbox.proxy.models import Outcome, SandboxGoneError, Upstream
+from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.proxy.routes import Route
 
 log = logging.getLogger(__name__)

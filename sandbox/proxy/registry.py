@@ -31,7 +31,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from sandbox.container_fate import Fate
 from sandbox.proxy import calls, relay
 from sandbox.proxy.app import ProxyApp
-from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.calls import leaf
 from sandbox.proxy.clients import list_all_tools, tool_json, upstream_client
 from sandbox.proxy.limits import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_REQUEST_BYTES
@@ -45,6 +44,7 @@ from sandbox.proxy.models import (
     Upstream,
     UpstreamUnreachable,
 )
+from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.proxy.routes import RESERVED_PREFIX, ToolCaller, build_routes
 from sandbox.proxy.watch import SandboxWatch, check_alive
 

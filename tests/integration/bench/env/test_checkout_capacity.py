@@ -22,7 +22,7 @@ from bench.env.server import EnvServer
 from bench.llm.config import parse_models_config
 from bench.run.golden import GoldenStore, servers_image_id
 from bench.session_api.app import SessionApi, build_app
-from bench.session_api.golden import GoldenCache
+from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.sessions import SessionTable
 from sandbox import DockerProvider, ProxyServer, leftovers, new_id
 

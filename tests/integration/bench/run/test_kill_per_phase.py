@@ -42,7 +42,7 @@ from bench.run.golden import GoldenStore
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
 from sandbox.provider import DockerProvider, SandboxLease
-from sandbox.proxy.attempt import RegisteredAttempt
+from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.sandbox import Sandbox, SandboxRequest
 from sandbox.sweeper import leftovers
 

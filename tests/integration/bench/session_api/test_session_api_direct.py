@@ -27,7 +27,7 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.run.golden import GoldenStore, servers_image_id
 from bench.session_api.admission import UNMEASURED, SessionAdmission
 from bench.session_api.app import SessionApi, build_app
-from bench.session_api.golden import GoldenCache
+from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.health import DaemonProbe
 from bench.session_api.server import TIMEOUTS
 from bench.session_api.sessions import SessionTable

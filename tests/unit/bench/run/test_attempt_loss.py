@@ -14,8 +14,8 @@ from typing import Any
 
 from sandbox.container_fate import Fate, describe, fate_of
 from sandbox.oom import cgroup_oom_cause, kernel_oom_cause
-from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.loss import Loss, agent_load
+from sandbox.proxy.registered import RegisteredAttempt
 
 CID = "ab" * 32
 T = 1_800_000_000.0  # when the container ended (epoch seconds)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.run.golden import GoldenStore, golden_key, image_dir, prune_golden, session_golden_key
-from bench.session_api.golden import GoldenCache
+from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.server_config import SessionServer
 from judge.canonical import State, state_hash
 from judge.records import GoldenState

@@ -10,7 +10,6 @@ from typing import Any
 import mcp_types as types
 
 from sandbox.proxy import calls
-from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.caps import (
     argument_bytes,
     capped_message,
@@ -21,6 +20,7 @@ from sandbox.proxy.caps import (
 )
 from sandbox.proxy.limits import MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES
 from sandbox.proxy.loss import Loss
+from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.proxy.routes import Route
 
 

@@ -28,9 +28,9 @@ from sandbox import (
     proxy_client,
 )
 from sandbox.proxy import calls, relay
-from sandbox.proxy.attempt import RegisteredAttempt
 from sandbox.proxy.calls import CallReply
 from sandbox.proxy.loss import Loss
+from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import Route
 
