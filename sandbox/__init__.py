@@ -61,6 +61,10 @@ if TYPE_CHECKING:
     from sandbox.proxy.admin import (
         AdminClient,
     )
+    from sandbox.proxy.caps import (
+        over_the_cap,
+        recorded_argument_text,
+    )
     from sandbox.proxy.clients import (
         MCP_HTTP_TIMEOUT,
         list_all_tools,
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
     from sandbox.proxy.limits import (
         DEFAULT_CALL_TIMEOUT,
         DEFAULT_MAX_REQUEST_BYTES,
+        MAX_ARGUMENT_BYTES,
     )
     from sandbox.proxy.models import (
         ProxyCall,
@@ -122,6 +127,7 @@ _EXPORTS: dict[str, str] = {
     "Fault": "sandbox.faults",
     "ImageMissingError": "sandbox.errors",
     "Limits": "sandbox.services",
+    "MAX_ARGUMENT_BYTES": "sandbox.proxy.limits",
     "MCP_HTTP_TIMEOUT": "sandbox.proxy.clients",
     "NetworkPoolExhaustedError": "sandbox.errors",
     "NODE_FAULT": "sandbox.faults",
@@ -153,7 +159,9 @@ _EXPORTS: dict[str, str] = {
     "list_all_tools": "sandbox.proxy.clients",
     "new_id": "sandbox.labels",
     "open_sandbox": "sandbox.checkout",
+    "over_the_cap": "sandbox.proxy.caps",
     "proxy_client": "sandbox.proxy.clients",
+    "recorded_argument_text": "sandbox.proxy.caps",
     "register_request": "sandbox.checkout",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",

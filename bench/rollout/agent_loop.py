@@ -72,7 +72,7 @@ from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_t
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
 from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import ApprovingUser, LLMUser, UserPolicy
-from sandbox import list_all_tools
+from sandbox import list_all_tools, recorded_argument_text
 
 __all__ = ["agent_turn", "call_tool", "converse", "run_agent", "run_attempt_agent", "run_loop", "state_check"]
 
@@ -109,7 +109,7 @@ async def agent_turn(run: Conversation, client: Client, tools: list[dict[str, An
                     call_id=call_id,
                     tool=tc.name,
                     arguments=parse_arguments(tc.arguments)[0],
-                    arguments_raw=tc.arguments,
+                    arguments_raw=recorded_argument_text(tc.arguments),
                     via_mcp=False,
                     builtin=builtin,
                     is_error=not builtin,

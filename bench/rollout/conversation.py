@@ -38,6 +38,7 @@ from bench.rollout.trajectory import (
     UserTurn,
 )
 from bench.rollout.user_sim import UserPolicy
+from sandbox import recorded_argument_text
 from sandbox.proxy.relay import sendable
 
 __all__ = [
@@ -200,7 +201,11 @@ class Conversation:
         The calls' ids, in order."""
         ids = [given or f"call_{self.agent_turns}_{i}" for i, (given, _, _) in enumerate(calls)]
         tool_calls = [
-            {"id": i, "type": "function", "function": {"name": name, "arguments": raw}}
+            {
+                "id": i,
+                "type": "function",
+                "function": {"name": name, "arguments": recorded_argument_text(raw)},
+            }
             for i, (_, name, raw) in zip(ids, calls, strict=True)
         ]
         self.messages.append(Message(role="assistant", content=content, tool_calls=tool_calls or None))
@@ -239,7 +244,7 @@ class Conversation:
             call_id=call_id,
             tool=name,
             arguments=args,
-            arguments_raw=raw if problem else None,
+            arguments_raw=recorded_argument_text(raw) if problem else None,
             agent_turn=self.agent_turns,
             approval=approval,
         )

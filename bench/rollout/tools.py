@@ -15,13 +15,10 @@ from typing import Any
 import mcp_types
 
 from bench.dataset import ScenarioTool
-from sandbox import DEFAULT_MAX_REQUEST_BYTES
+from sandbox import MAX_ARGUMENT_BYTES, over_the_cap
 from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
 
-__all__ = ["MAX_ARGUMENT_BYTES", "apply_overrides", "mcp_tool_to_openai", "parse_arguments"]
-
-# What one call's arguments may take: the proxy's request cap less room for the JSON-RPC envelope.
-MAX_ARGUMENT_BYTES = DEFAULT_MAX_REQUEST_BYTES - 64 * 1024
+__all__ = ["apply_overrides", "mcp_tool_to_openai", "parse_arguments"]
 
 
 def mcp_tool_to_openai(tool: mcp_types.Tool | Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +71,8 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any] | None, str | None]
         return {}, None
     size = len(raw.encode("utf-8", "replace"))
     if size > MAX_ARGUMENT_BYTES:
-        return None, f"tool arguments are too large ({size} bytes; at most {MAX_ARGUMENT_BYTES})"
+        # the tool proxy's per-call cap, applied to the text before it is parsed or sent
+        return None, f"tool arguments are too large: {over_the_cap(size)}"
     try:
         value = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:

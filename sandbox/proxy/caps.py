@@ -23,7 +23,9 @@ __all__ = [
     "capped_message",
     "capped_result",
     "cut_text",
+    "over_the_cap",
     "oversized_arguments",
+    "recorded_argument_text",
     "recorded_arguments",
 ]
 
@@ -39,24 +41,39 @@ def argument_bytes(arguments: Any) -> int:
     return len(text.encode("utf-8", "replace"))
 
 
+def over_the_cap(size: int, limit: int = MAX_ARGUMENT_BYTES) -> str:
+    """Why arguments of `size` bytes are refused: the words every refusal of them uses."""
+    return (
+        f"its arguments are {size} bytes, over the limit of {_kib(limit)} per call; "
+        "nothing was sent to the tool server. Send less per call."
+    )
+
+
 def oversized_arguments(name: str, arguments: Any, limit: int = MAX_ARGUMENT_BYTES) -> str | None:
     """The tool error text refusing a call whose arguments exceed `limit`, else None."""
     size = argument_bytes(arguments)
     if size <= limit:
         return None
-    return (
-        f"Tool call '{name}' refused: its arguments are {size} bytes, over the limit of "
-        f"{_kib(limit)} per call; nothing was sent to the tool server. Send less per call."
-    )
+    return f"Tool call '{name}' refused: {over_the_cap(size, limit)}"
+
+
+def _not_recorded(size: int, limit: int) -> dict[str, str]:
+    return {"tbx_arguments_not_recorded": f"{size} bytes, over the limit of {_kib(limit)} per call"}
 
 
 def recorded_arguments(arguments: Any, limit: int = MAX_ARGUMENT_BYTES) -> Any:
     """What the record keeps of a refused call's arguments: a marker once they are over
     the cap (the record must not hold what the cap keeps off the server)."""
     size = argument_bytes(arguments)
-    if size <= limit:
-        return arguments
-    return {"tbx_arguments_not_recorded": f"{size} bytes, over the limit of {_kib(limit)} per call"}
+    return arguments if size <= limit else _not_recorded(size, limit)
+
+
+def recorded_argument_text(raw: str, limit: int = MAX_ARGUMENT_BYTES) -> str:
+    """What a conversation and its trajectory keep of a model's argument text: the text,
+    or once it is over the cap the same marker as JSON text. A model writing megabytes
+    per call must not grow every later request to it, nor the run's records."""
+    size = len(raw.encode("utf-8", "replace"))
+    return raw if size <= limit else json.dumps(_not_recorded(size, limit))
 
 
 def cut_text(text: str, original_bytes: int, limit: int = MAX_REPLY_BYTES) -> str:
@@ -77,6 +94,15 @@ def _result_text(result: Any) -> str:
     )
 
 
+def _cut_result(text: str, is_error: bool, kept: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A tool result holding `text` as every client's schema wants it (`resultType` and all),
+    with the keys of the reply it replaces that are neither content (`_meta`, ...) kept."""
+    made = types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+    result = made.model_dump(mode="json", by_alias=True, exclude_none=True)
+    rest = {k: v for k, v in (kept or {}).items() if k not in ("content", "structuredContent", "isError")}
+    return {**result, **rest}
+
+
 def capped_message(
     message: dict[str, Any] | None, original_bytes: int, limit: int = MAX_REPLY_BYTES
 ) -> dict[str, Any]:
@@ -89,9 +115,7 @@ def capped_message(
     error = message.get("error") if message is not None else None
     if isinstance(result, dict):
         text = cut_text(_result_text(result), original_bytes, limit)
-        cut: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
-        if result.get("isError"):
-            cut["isError"] = True
+        cut = _cut_result(text, bool(result.get("isError")), result)
         return {"jsonrpc": "2.0", "id": request_id, "result": cut}
     if isinstance(error, dict):
         text = cut_text(str(error.get("message", "")), original_bytes, limit)
@@ -101,11 +125,7 @@ def capped_message(
             "error": {"code": error.get("code", -32603), "message": text},
         }
     text = cut_text("", original_bytes, limit)
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "result": {"content": [{"type": "text", "text": text}], "isError": True},
-    }
+    return {"jsonrpc": "2.0", "id": request_id, "result": _cut_result(text, True)}
 
 
 def capped_result(result: types.CallToolResult, limit: int = MAX_REPLY_BYTES) -> types.CallToolResult:

@@ -26,7 +26,8 @@ from bench.llm.config import RoleConfig
 from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import LLMAgent, ScriptedUser
 from bench.rollout.conversation import LoopSpec
-from sandbox import DEFAULT_MAX_REQUEST_BYTES, ProxyServer, RegisterRequest
+from sandbox import DEFAULT_MAX_REQUEST_BYTES, MAX_ARGUMENT_BYTES, ProxyServer, RegisterRequest
+from sandbox.proxy.limits import MAX_REPLY_BYTES
 
 SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}}
 
@@ -55,6 +56,9 @@ class Upstream:
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             self.received.append(dict(params.arguments or {}))
+            if (params.arguments or {}).get("order_id") == "all":  # a reply over the proxy's cap
+                text = json.dumps({"orders": ["o" * 1000] * 1024})
+                return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
             text = json.dumps({"error": "order not found"})
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -134,13 +138,19 @@ GARBAGE: list[tuple[str, str, str, str]] = [
     ("trailing garbage", '"find_order"', _s('{"order_id": "1"} xx'), "not valid JSON"),
     ("NaN", '"find_order"', _s('{"order_id": NaN}'), "not valid JSON"),
     ("huge int", '"find_order"', _s('{"order_id": 1' + "0" * 5000 + "}"), "not valid JSON"),
-    ("deep nesting", '"find_order"', _s("[" * 100_000 + "]" * 100_000), "not valid JSON"),
+    ("deep nesting", '"find_order"', _s("[" * 20_000 + "]" * 20_000), "not valid JSON"),
     ("array", '"find_order"', _s("[1, 2]"), "must be a JSON object"),
     ("string", '"find_order"', _s('"order 1"'), "must be a JSON object"),
     ("null", '"find_order"', _s("null"), "must be a JSON object"),
     ("list, not text", '"find_order"', "[1]", "must be a JSON object"),
     ("number, not text", '"find_order"', "7", "must be a JSON object"),
     ("huge", '"find_order"', _s(json.dumps({"order_id": HUGE})), "too large"),
+    (
+        "over the per-call cap",
+        '"find_order"',
+        _s(json.dumps({"order_id": "x" * MAX_ARGUMENT_BYTES})),
+        "over the limit of 64 KiB per call; nothing was sent",
+    ),
     ("unknown tool", '"drop_tables"', _s("{}"), "Unknown tool"),
     ("empty name", '""', _s("{}"), "Unknown tool"),
     ("null name", "null", _s("{}"), "Unknown tool"),
@@ -208,6 +218,87 @@ async def test_model_garbage_is_a_tool_error_the_model_sees(
     assert [c.arguments for c in calls if c.tool == "find_order"][-1] == {"order_id": "A1"}
     for c in calls:
         json.loads(c.model_dump_json())
+
+
+async def test_arguments_over_the_cap_are_kept_as_a_marker_not_carried_in_every_request(
+    upstream: Upstream, model: StubModel, proxy: ProxyServer
+) -> None:
+    """Issue 38: an agent writing 15 calls of 900 KiB per turn grew its trajectory to
+    hundreds of MB and every later request to its model with it. A call over the tool
+    proxy's per-call cap is refused before it is sent, and the conversation (what the
+    model is sent next) and the trajectory keep a marker naming its size, not the text."""
+    upstream.received.clear()
+    model.requests.clear()
+    big = _s(json.dumps({"order_id": "d" * (900 * 1024)}))
+    calls = ", ".join(
+        f'{{"id": "c{i}", "type": "function", "function": {{"name": "find_order", "arguments": {big}}}}}'
+        for i in range(15)
+    )
+    model.script = [_completion('{"content": null, "tool_calls": [' + calls + "]}")]
+    reg = await proxy.aregister(RegisterRequest(attempt_id="att-over-cap", upstreams={"shop": upstream.url}))
+    client = LLMClient(
+        RoleConfig(base_url=model.base_url, model="stub", api_key="k", max_retries=0), role="agent"
+    )
+    try:
+        traj = await run_loop(
+            LoopSpec(task_id="t:1", agent="llm", query="find my order"),
+            LLMAgent(client),
+            ScriptedUser(),
+            reg.url,
+            reg.headers,
+        )
+    finally:
+        await client.aclose()
+        await proxy.aunregister(reg.token)
+
+    assert traj.finish_reason == "done" and traj.error is None
+    assert upstream.received == []
+    assert len(traj.tool_calls) == 15
+    for call in traj.tool_calls:
+        assert call.is_error and not call.via_mcp and "over the limit of 64 KiB per call" in call.result
+        assert call.arguments is None
+        assert json.loads(call.arguments_raw or "") == {
+            "tbx_arguments_not_recorded": f"{len(json.loads(big).encode())} bytes, over the limit of 64 KiB per call"
+        }
+    second = json.loads(model.requests[1].decode("utf-8"))
+    sent = [c["function"]["arguments"] for m in second["messages"] for c in m.get("tool_calls") or []]
+    assert len(sent) == 15 and all("tbx_arguments_not_recorded" in a for a in sent)
+    assert len(model.requests[1]) < 64 * 1024  # 15 × 900 KiB were not sent back to the model
+    assert len(traj.model_dump_json()) < 64 * 1024
+
+
+async def test_a_reply_over_the_cap_reaches_the_agent_cut_and_readable_on_every_path(
+    upstream: Upstream, model: StubModel, proxy: ProxyServer
+) -> None:
+    """Issue 38: a cut reply must still be a tool result every MCP client accepts (the
+    2026 schema's `resultType` included), never a client-side error that ends the attempt
+    as a system error."""
+    upstream.received.clear()
+    model.script = [_tool_call('"find_order"', _s('{"order_id": "all"}'))]
+    reg = await proxy.aregister(RegisterRequest(attempt_id="att-cut", upstreams={"shop": upstream.url}))
+    client = LLMClient(
+        RoleConfig(base_url=model.base_url, model="stub", api_key="k", max_retries=0), role="agent"
+    )
+    try:
+        traj = await run_loop(
+            LoopSpec(task_id="t:1", agent="llm", query="find my order"),
+            LLMAgent(client),
+            ScriptedUser(),
+            reg.url,
+            reg.headers,
+        )
+    finally:
+        await client.aclose()
+        calls = await proxy.aunregister(reg.token)
+    assert traj.finish_reason == "done" and traj.error is None
+    [call] = traj.tool_calls
+    assert upstream.received == [{"order_id": "all"}] and call.via_mcp and not call.is_error
+    assert (
+        call.result.startswith('{"orders": ["ooo') and "[tbx: reply cut: the tool's reply was" in call.result
+    )
+    assert MAX_REPLY_BYTES < len(call.result.encode()) < MAX_REPLY_BYTES + 1024
+    [recorded] = [c for c in calls if c.tool == "find_order"]
+    assert "[tbx: reply cut:" in recorded.result and len(recorded.result.encode()) < MAX_REPLY_BYTES + 1024
 
 
 async def test_raw_lone_surrogates_in_the_reply_become_replacement_characters(

@@ -15,7 +15,9 @@ from sandbox.proxy.caps import (
     capped_message,
     capped_result,
     cut_text,
+    over_the_cap,
     oversized_arguments,
+    recorded_argument_text,
     recorded_arguments,
 )
 from sandbox.proxy.limits import MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES
@@ -41,6 +43,18 @@ def test_arguments_within_the_cap_pass_and_over_it_are_refused_naming_size_and_l
     assert recorded_arguments(small) == small
     marker = recorded_arguments(big)
     assert json.dumps(marker).count("é") == 0 and str(argument_bytes(big)) in json.dumps(marker)
+
+
+def test_a_models_argument_text_over_the_cap_is_kept_as_the_same_marker() -> None:
+    within = json.dumps({"description": "x" * 100})
+    assert recorded_argument_text(within) == within
+    assert recorded_argument_text("not json, but small") == "not json, but small"
+    over = "é" * (MAX_ARGUMENT_BYTES // 2 + 1)  # as text, unparsed: 2 bytes each in UTF-8
+    kept = json.loads(recorded_argument_text(over))
+    size = MAX_ARGUMENT_BYTES + 2
+    assert kept == {"tbx_arguments_not_recorded": f"{size} bytes, over the limit of 64 KiB per call"}
+    args = {"d": "x" * size}  # the proxy's refusal and the agent side's use the same words
+    assert oversized_arguments("t", args) == f"Tool call 't' refused: {over_the_cap(argument_bytes(args))}"
 
 
 def test_a_cut_text_keeps_whole_characters_and_says_what_was_cut() -> None:
