@@ -5,15 +5,17 @@ the episode writes to `--out` and what the server holds while and after it runs.
 
 One WebSocket episode on the demo pack's retail task (benchmarks/trainer_clients.EnvClient):
 reset → `--tickets` × `zendesk_create_item` with a description just under the tool proxy's
-per-call argument cap (`--description-bytes`; so every one is stored: ~17.6 MB of tickets at 280), 20 per step →
-`--reads` × `zendesk_get_items` with `$top` 1000, 7 per step (each reply is every ticket) → a message the stub user
-answers by closing the chat (terminal). Repeated `--episodes` times, one after another.
+per-call argument cap (`--description-bytes`; so every one is stored: ~17.6 MB of tickets
+at 280), up to 20 per step (fewer when they would pass 8 MiB a WebSocket frame) →
+`--reads` × `zendesk_get_items` with `$top` 1000, 7 per step (each reply is every ticket)
+→ a message the stub user answers by closing the chat (terminal). Repeated `--episodes`
+times, one after another.
 
 The review measured, before the per-call caps: one such 28-read episode wrote a 369 MB
 trajectory and a 184 MB attempt record and grew env serve from 176 to 730 MB RSS, which
 stayed after the episode. Printed: RSS of the server's process tree at rest, after the
-creates, after the reads and 20 s after each episode ended; the episode's bytes in `--out`
-by file; the largest reply the client saw.
+creates, after the reads and 20 s after each episode ended; the largest reply the client
+saw; the largest trajectory, attempt record and state file in `--out`.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def main() -> int:
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    [task] = [t for t in demo_tasks("retail")][:1]
+    task = demo_tasks("retail")[0]
     with tempfile.TemporaryDirectory(prefix="tbx-heavy-") as tmp:
         served = start_env_serve(Path(tmp), [task], 1)
         try:

@@ -2,9 +2,9 @@
 real `tbx run` CLI: does it get a scored failure, and what does it cost the run's `--out`?
 
 A hostile model endpoint on 127.0.0.1 plays the agent. Each completion answers with a turn
-of 15 `zendesk_create_item` calls with a large description, for `--create-turns` turns,
-then `--read-turns` turns of 15 `zendesk_get_items` with `$top` 1000, then a final message
-with the done tag. The simulated user stops at once. Scenarios:
+of 15 `zendesk_create_item` calls with a large description (the scenario's create turns),
+then turns of 15 `zendesk_get_items` with `$top` 1000 (its read turns), then a final
+message with the done tag. The simulated user stops at once. Scenarios:
 
 * issue:     900 KiB descriptions, 10 + 1 turns: the review's scenario, which before the fix
              gave 2 system errors, 0 scored and 2.6 GiB in `--out` for 2 attempts
@@ -16,8 +16,9 @@ Usage::
     TBX_DATASET=bench/packs/demo python benchmarks/self_inflicted.py [--repeat 2]
         [--scenario issue --scenario under-cap]
 
-Per scenario: attempts, scored, system errors (and causes), signatures, calls refused at the
-proxy, calls cut at the proxy, bytes in `--out`, wall time. Exits 1 when any attempt of a
+Per scenario: attempts, scored, system errors (and causes), signatures, calls refused for
+their argument size (by the agent side or the proxy: the same words), replies cut by the
+proxy, bytes in `--out`, wall time. Exits 1 when any attempt of a
 scenario ended in a system error (the agent's own load must be the agent's outcome).
 """
 
