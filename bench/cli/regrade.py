@@ -26,6 +26,13 @@ def register(sub: Any) -> None:
     rg.add_argument(
         "--rejudge-rubrics", action="store_true", help="ask the judge model again for rubric tasks"
     )
+    rg.add_argument(
+        "--rubric-judge",
+        choices=("reference", "json"),
+        help="how rubric questions are asked (docs/judge.md): reference (the benchmark's own) or json "
+        "(records why); default: the style the run used (its manifest's rubric_judge; json for runs "
+        "recorded before the key). Another style than the run's needs --rejudge-rubrics",
+    )
     rg.add_argument("--judge-model", help="judge model (default: $TBX_JUDGE_MODEL)")
     rg.add_argument("--judge-base-url", help="OpenAI-compatible base URL (default: $TBX_JUDGE_BASE_URL)")
     rg.add_argument("--dry-run", action="store_true", help="print the summary, rewrite nothing")
@@ -40,6 +47,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, judge_role_from_env
     from bench.llm.judge import rubric_judge
     from bench.run.golden import GoldenStore
+    from bench.run.output import manifest_rubric_style, read_manifest, set_rubric_style
     from bench.run.regrade import RegradeSummary, format_summary, regrade
     from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
     from bench.terminal_text import printable
@@ -54,6 +62,17 @@ def regrade_command(args: argparse.Namespace) -> int:
     except DatasetNotFound as exc:
         print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
         return 2
+    # The style the run's answers were asked in; another one only when every rubric is asked
+    # again, so that no run holds answers of two styles.
+    run_style = manifest_rubric_style(read_manifest(results))
+    style = args.rubric_judge or run_style
+    if style != run_style and not args.rejudge_rubrics:
+        print(
+            f"tbx judge regrade: the run's rubric answers were asked in the {run_style} style; "
+            f"--rubric-judge {style} needs --rejudge-rubrics (every rubric asked again, no run mixes two styles)",
+            file=sys.stderr,
+        )
+        return 2
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
     client = judge = None
     # A judge named anywhere (flag or environment) grades what has no answers yet,
@@ -65,7 +84,7 @@ def regrade_command(args: argparse.Namespace) -> int:
             print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
             return 2
         client = LLMClient(config, role="judge")
-        judge = rubric_judge(client)
+        judge = rubric_judge(client, style)
 
     async def run() -> RegradeSummary:
         try:
@@ -87,6 +106,8 @@ def regrade_command(args: argparse.Namespace) -> int:
     except JudgeUnavailable as exc:
         print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
         return 3
+    if not args.dry_run and judge is not None and args.rejudge_rubrics:
+        set_rubric_style(results, style)  # the answers are all of this style now
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:
