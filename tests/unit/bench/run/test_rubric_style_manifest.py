@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfigError, parse_models_config, rubric_style
+from bench.llm.judge import rubric_judge
 from bench.run import output
 from bench.run.errors import BundleChanged
 
@@ -80,3 +82,13 @@ def test_an_older_manifest_keeps_its_hash_and_reads_as_the_json_style(tmp_path: 
     with pytest.raises(BundleChanged) as change:
         output.merge_previous_manifest(tmp_path, {**now, "rubric_judge": "json"})
     assert change.value.changed == ["rubric_judge"]
+
+
+async def test_the_run_judge_asks_in_the_roles_style() -> None:
+    """tbx run and tbx env serve build their judge from the role; regrade names the run's style."""
+    for style in ("reference", "json"):
+        async with LLMClient(config(style=style).judge, role="judge") as client:
+            assert rubric_judge(client).style == style
+            assert rubric_judge(client, "json").style == "json"
+    async with LLMClient(config().agent, role="judge") as client:  # a plain role: the default
+        assert rubric_judge(client).style == "reference"
