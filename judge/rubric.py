@@ -31,18 +31,13 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel
 
 from judge.records import RubricAnswer
+from judge.rubric_style import DEFAULT_RUBRIC_STYLE, RUBRIC_STYLES, RubricStyle
 from judge.yesno import TEXT_YESNO_SYSTEM, text_user, yes_token
-
-RubricStyle = Literal["reference", "json"]
-RUBRIC_STYLES: tuple[RubricStyle, ...] = get_args(RubricStyle)
-DEFAULT_RUBRIC_STYLE: RubricStyle = "reference"
-# What a run whose manifest names no style was graded with (tbx before the reference style).
-UNRECORDED_RUBRIC_STYLE: RubricStyle = "json"
 
 SYSTEM_PROMPT = (
     "You grade the final message an AI customer-support agent sent at the end of a conversation. "

@@ -15,7 +15,8 @@ from __future__ import annotations
 from bench.llm.client import LLMClient, ModelEndpointError
 from bench.llm.config import RoleConfig, rubric_style
 from judge.records import RubricAnswer
-from judge.rubric import MAX_TOKENS, Complete, Completion, JudgeUnavailable, RubricJudge, RubricStyle
+from judge.rubric import MAX_TOKENS, Complete, Completion, JudgeUnavailable, RubricJudge
+from judge.rubric_style import RubricStyle
 
 
 def judge_completion(client: LLMClient) -> Complete:

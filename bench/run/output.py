@@ -31,7 +31,7 @@ from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
 from bench.version import source_commit, tbx_version
 from judge import AttemptRecord, State, canonical_bytes, write_attempt
-from judge.rubric import RUBRIC_STYLES, UNRECORDED_RUBRIC_STYLE, RubricStyle
+from judge.rubric_style import RUBRIC_STYLES, UNRECORDED_RUBRIC_STYLE, RubricStyle
 
 # policy_search changes what agents see, so results of the two searches never mix.
 # dataset_provenance (git commit, tags, modified data) is not in the bundle: dataset_hash
