@@ -12,6 +12,8 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
+    from judge.rubric_style import RUBRIC_STYLES
+
     judge = sub.add_parser("judge", help="judge recorded attempts")
     judge_sub = judge.add_subparsers(dest="judge_command", required=True)
     rg = judge_sub.add_parser("regrade", help="recompute verdicts from recorded states (no agent runs)")
@@ -28,7 +30,7 @@ def register(sub: Any) -> None:
     )
     rg.add_argument(
         "--rubric-judge",
-        choices=("reference", "json"),
+        choices=RUBRIC_STYLES,
         help="how rubric questions are asked (docs/judge.md): reference (the benchmark's own) or json "
         "(records why); default: the style the run used (its manifest's rubric_judge; json for runs "
         "recorded before the key). Another style than the run's needs --rejudge-rubrics",
