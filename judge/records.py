@@ -156,7 +156,8 @@ def _short(value: Any, limit: int = 120) -> str:
 
 class RubricAnswer(BaseModel):
     """The LLM judge's answer to one yes/no rubric. `answer` is None when the
-    judge's reply could not be parsed (a judge error, never a yes)."""
+    judge's reply could not be parsed (a judge error, never a yes; the json style
+    only: in the reference style every reply is a yes or a no)."""
 
     question: str
     answer: Literal["yes", "no"] | None = None
@@ -165,6 +166,9 @@ class RubricAnswer(BaseModel):
     raw: str = ""  # the judge's reply text (truncated)
     model: str = ""
     requests: int = 0  # HTTP requests made (retries included)
+    # What the question cost, summed over its re-asks: input_tokens (cached ones included),
+    # output_tokens, cached_tokens, requests. None in records written before it was kept.
+    usage: dict[str, int] | None = None
 
     @property
     def passed(self) -> bool:

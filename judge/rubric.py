@@ -1,19 +1,27 @@
 """The rubric judge: one yes/no question per rubric about the agent's final
-message, asked of an LLM.
+message, asked of an LLM, in one of two styles.
 
-    judge = RubricJudge(complete, model="gpt-4.1")
+    judge = RubricJudge(complete, model="gpt-4.1")            # the reference's style
+    judge = RubricJudge(complete, model="gpt-4.1", style="json")
     answers = await judge.judge(task.rubrics, final_message)
 
-`complete` is the model endpoint, handed in by the caller (bench's
-`judge_completion`: the one OpenAI-compatible client of the three roles, with
-its retries): it takes the chat messages and returns the reply text and the
-number of HTTP requests it took, or raises `JudgeUnavailable` when the judge
-stays down (a system error, not a failure). The judge itself holds no client
-and no endpoint config, so `judge` needs nothing of `bench`.
+* `reference` (the default): what the benchmark's own `validate_rubrics_yesno`
+  asks, the reference Judge's `text_yesno` in its default (legacy) mode
+  (`judge.yesno`: its system prompt, the message between <message> tags, the
+  question after it; yes iff the reply's first or last word is "yes"). Every
+  reply is a yes or a no, so verdicts stay comparable with published numbers.
+* `json`: tbx's own prompt asking for {"answer": "yes"|"no", "reason": "..."}
+  (optionally inside one ``` fence), which records why. A reply that does not
+  parse is asked again with a reminder of the format appended, then recorded
+  as a judge error (`answer=None`), which never counts as a yes.
 
-The reply must be exactly a JSON object {"answer": "yes"|"no", "reason": "..."}
-(optionally inside one ``` fence); anything else is asked again, then
-recorded as a judge error with `answer=None`, which never counts as a yes.
+An empty final message is asked about too (a rubric may define Yes as "the
+topic is not mentioned"). `complete` is the model endpoint, handed in by the
+caller (bench's `judge_completion`: the one OpenAI-compatible client of the
+three roles, with its retries): it takes the chat messages and returns a
+`Completion` (reply text, HTTP requests, tokens), or raises `JudgeUnavailable`
+when the judge stays down (a system error, not a failure). The judge holds no
+client and no endpoint config, so `judge` needs nothing of `bench`.
 Runs on the host only: rubrics never go into a sandbox.
 """
 
@@ -25,7 +33,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
+from pydantic import BaseModel
+
 from judge.records import RubricAnswer
+from judge.rubric_style import DEFAULT_RUBRIC_STYLE, RUBRIC_STYLES, RubricStyle
+from judge.yesno import TEXT_YESNO_SYSTEM, text_user, yes_token
 
 SYSTEM_PROMPT = (
     "You grade the final message an AI customer-support agent sent at the end of a conversation. "
@@ -39,12 +51,31 @@ SYSTEM_PROMPT = (
 
 USER_TEMPLATE = "Final message of the agent:\n<<<\n{message}\n>>>\n\nQuestion: {question}"
 
+# Appended to the user message when the json style asks again: a deterministic judge
+# at temperature 0 would give the same unreadable reply to the same request.
+REMINDER = (
+    "\n\nYour previous reply could not be read ({error}). Reply with the JSON object only, "
+    'exactly {{"answer": "yes" or "no", "reason": "<one short sentence>"}}, and nothing else.'
+)
+
 RAW_LIMIT = 2000
 MAX_TOKENS = 300  # a one-sentence verdict; the default when the judge role sets none
 _FENCE = re.compile(r"\A```(?:json)?[ \t]*\n?(.*?)\n?```\Z", re.DOTALL)
 
-# messages -> (reply text or None, HTTP requests made); raises JudgeUnavailable.
-Complete = Callable[[list[dict[str, str]]], Awaitable[tuple[str | None, int]]]
+
+class Completion(BaseModel):
+    """One judge request's outcome: the reply text (None: no text came back), the
+    HTTP requests it took (the client's retries included) and the tokens billed."""
+
+    text: str | None = None
+    requests: int = 1
+    input_tokens: int = 0  # cached ones included, as the endpoint counts them
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+# messages -> Completion; raises JudgeUnavailable.
+Complete = Callable[[list[dict[str, str]]], Awaitable[Completion]]
 
 
 class JudgeUnavailable(RuntimeError):
@@ -55,7 +86,13 @@ class JudgeReplyError(ValueError):
     """The judge's reply is not the required JSON object."""
 
 
-def judge_messages(question: str, final_message: str) -> list[dict[str, str]]:
+def judge_messages(question: str, final_message: str, style: RubricStyle = "json") -> list[dict[str, str]]:
+    """The request of one rubric question in `style`."""
+    if style == "reference":
+        return [
+            {"role": "system", "content": TEXT_YESNO_SYSTEM},
+            {"role": "user", "content": text_user(final_message, question)},
+        ]
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": USER_TEMPLATE.format(message=final_message, question=question)},
@@ -63,8 +100,8 @@ def judge_messages(question: str, final_message: str) -> list[dict[str, str]]:
 
 
 def parse_judge_reply(text: str | None) -> tuple[Literal["yes", "no"], str]:
-    """(answer, reason) from a judge reply; raises JudgeReplyError unless the
-    reply is exactly {"answer": "yes"|"no", "reason": "<text>"}."""
+    """(answer, reason) from a json-style judge reply; raises JudgeReplyError unless
+    the reply is exactly {"answer": "yes"|"no", "reason": "<text>"}."""
     if text is None:
         raise JudgeReplyError("empty reply")
     body = text.strip()
@@ -89,27 +126,75 @@ def parse_judge_reply(text: str | None) -> tuple[Literal["yes", "no"], str]:
     raise JudgeReplyError(f'answer must be "yes" or "no", got {answer!r}')
 
 
+class _Spend:
+    """What one question's requests cost, summed over its re-asks (RubricAnswer.usage)."""
+
+    def __init__(self) -> None:
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "requests": 0}
+
+    def add(self, done: Completion) -> None:
+        self.usage["input_tokens"] += done.input_tokens
+        self.usage["output_tokens"] += done.output_tokens
+        self.usage["cached_tokens"] += done.cached_tokens
+        self.usage["requests"] += done.requests
+
+
 class RubricJudge:
-    def __init__(self, complete: Complete, *, model: str, parse_attempts: int = 2):
+    def __init__(
+        self,
+        complete: Complete,
+        *,
+        model: str,
+        style: RubricStyle = DEFAULT_RUBRIC_STYLE,
+        parse_attempts: int = 2,
+    ):
+        if style not in RUBRIC_STYLES:
+            raise ValueError(f"unknown rubric judge style {style!r}; styles are {', '.join(RUBRIC_STYLES)}")
         self.complete = complete
         self.model = model
-        self.parse_attempts = parse_attempts  # requests per question when the reply does not parse
+        self.style: RubricStyle = style
+        self.parse_attempts = (
+            parse_attempts  # json style: requests per question when the reply does not parse
+        )
 
     async def ask(self, question: str, final_message: str | None) -> RubricAnswer:
-        """One rubric. An empty final message is answered "no" without asking."""
-        if not (final_message or "").strip():
-            return RubricAnswer(question=question, answer="no", reason="the agent sent no final message")
-        requests = 0
+        """One rubric, asked even when the final message is empty (the reference asks
+        about the empty text, and a rubric may define Yes as "not mentioned")."""
+        text = final_message or ""
+        if self.style == "reference":
+            return await self._ask_reference(question, text)
+        return await self._ask_json(question, text)
+
+    async def _ask_reference(self, question: str, final_message: str) -> RubricAnswer:
+        spend = _Spend()
+        done = await self.complete(judge_messages(question, final_message, "reference"))
+        spend.add(done)
+        reply = done.text or ""  # no text (a tool call, no choice) reads as no, as the reference's
+        return RubricAnswer(
+            question=question,
+            answer="yes" if yes_token(reply) else "no",
+            raw=reply[:RAW_LIMIT],
+            model=self.model,
+            requests=spend.usage["requests"],
+            usage=spend.usage,
+        )
+
+    async def _ask_json(self, question: str, final_message: str) -> RubricAnswer:
+        spend = _Spend()
+        asked = judge_messages(question, final_message, "json")
+        messages = asked
         error = ""
         raw = ""
         for _ in range(max(1, self.parse_attempts)):
-            text, n = await self.complete(judge_messages(question, final_message or ""))
-            requests += n
-            raw = (text or "")[:RAW_LIMIT]
+            done = await self.complete(messages)
+            spend.add(done)
+            raw = (done.text or "")[:RAW_LIMIT]
             try:
-                answer, reason = parse_judge_reply(text)
+                answer, reason = parse_judge_reply(done.text)
             except JudgeReplyError as exc:
                 error = str(exc)
+                reminded = asked[1]["content"] + REMINDER.format(error=error)
+                messages = [asked[0], {"role": "user", "content": reminded}]
                 continue
             return RubricAnswer(
                 question=question,
@@ -117,7 +202,8 @@ class RubricJudge:
                 reason=reason,
                 raw=raw,
                 model=self.model,
-                requests=requests,
+                requests=spend.usage["requests"],
+                usage=spend.usage,
             )
         return RubricAnswer(
             question=question,
@@ -125,7 +211,8 @@ class RubricJudge:
             error=f"judge error: {error}",
             raw=raw,
             model=self.model,
-            requests=requests,
+            requests=spend.usage["requests"],
+            usage=spend.usage,
         )
 
     async def judge(self, rubrics: Sequence[str], final_message: str | None) -> list[RubricAnswer]:

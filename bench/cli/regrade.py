@@ -12,6 +12,8 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
+    from judge.rubric_style import RUBRIC_STYLES
+
     judge = sub.add_parser("judge", help="judge recorded attempts")
     judge_sub = judge.add_subparsers(dest="judge_command", required=True)
     rg = judge_sub.add_parser("regrade", help="recompute verdicts from recorded states (no agent runs)")
@@ -25,6 +27,13 @@ def register(sub: Any) -> None:
     rg.add_argument("--no-replay", action="store_true", help="fail attempts whose golden state is not cached")
     rg.add_argument(
         "--rejudge-rubrics", action="store_true", help="ask the judge model again for rubric tasks"
+    )
+    rg.add_argument(
+        "--rubric-judge",
+        choices=RUBRIC_STYLES,
+        help="how rubric questions are asked (docs/judge.md): reference (the benchmark's own) or json "
+        "(records why); default: the style the run used (its manifest's rubric_judge; json for runs "
+        "recorded before the key). Another style than the run's needs --rejudge-rubrics",
     )
     rg.add_argument("--judge-model", help="judge model (default: $TBX_JUDGE_MODEL)")
     rg.add_argument("--judge-base-url", help="OpenAI-compatible base URL (default: $TBX_JUDGE_BASE_URL)")
@@ -40,6 +49,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, judge_role_from_env
     from bench.llm.judge import rubric_judge
     from bench.run.golden import GoldenStore
+    from bench.run.output import manifest_rubric_style, read_manifest, set_rubric_style
     from bench.run.regrade import RegradeSummary, format_summary, regrade
     from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
     from bench.terminal_text import printable
@@ -54,6 +64,17 @@ def regrade_command(args: argparse.Namespace) -> int:
     except DatasetNotFound as exc:
         print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
         return 2
+    # The style the run's answers were asked in; another one only when every rubric is asked
+    # again, so that no run holds answers of two styles.
+    run_style = manifest_rubric_style(read_manifest(results))
+    style = args.rubric_judge or run_style
+    if style != run_style and not args.rejudge_rubrics:
+        print(
+            f"tbx judge regrade: the run's rubric answers were asked in the {run_style} style; "
+            f"--rubric-judge {style} needs --rejudge-rubrics (every rubric asked again, no run mixes two styles)",
+            file=sys.stderr,
+        )
+        return 2
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
     client = judge = None
     # A judge named anywhere (flag or environment) grades what has no answers yet,
@@ -65,7 +86,7 @@ def regrade_command(args: argparse.Namespace) -> int:
             print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
             return 2
         client = LLMClient(config, role="judge")
-        judge = rubric_judge(client)
+        judge = rubric_judge(client, style)
 
     async def run() -> RegradeSummary:
         try:
@@ -87,6 +108,8 @@ def regrade_command(args: argparse.Namespace) -> int:
     except JudgeUnavailable as exc:
         print(f"tbx judge regrade: {printable(exc)}", file=sys.stderr)
         return 3
+    if not args.dry_run and judge is not None and args.rejudge_rubrics:
+        set_rubric_style(results, style)  # the answers are all of this style now
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:

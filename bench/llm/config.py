@@ -16,6 +16,7 @@ The file is YAML::
       model: my-user-model
     judge:
       model: my-judge-model
+      style: reference             # how rubric questions are asked: reference (default) | json
     prices:                        # USD per 1M tokens
       my-agent-model: {input: 1.25, cached: 0.125, output: 10.0}
 
@@ -40,6 +41,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from judge.rubric_style import DEFAULT_RUBRIC_STYLE, RubricStyle
 
 Role = Literal["agent", "user", "judge"]
 ROLES: tuple[Role, ...] = ("agent", "user", "judge")
@@ -97,6 +100,23 @@ class RoleConfig(BaseModel):
         return self.model_dump(exclude={"api_key"})
 
 
+class JudgeRoleConfig(RoleConfig):
+    """The judge role: an endpoint like the others, and the style its rubric questions
+    are asked in (judge.rubric: `reference`, the benchmark's own, or `json`, which
+    records why). The style is not in `public_dict`: a manifest records it as its own
+    key, `rubric_judge` (bench.run.output)."""
+
+    style: RubricStyle = DEFAULT_RUBRIC_STYLE
+
+    def public_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"api_key", "style"})
+
+
+def rubric_style(role: RoleConfig | None) -> RubricStyle:
+    """The style a judge role asks in (the default for a plain role, or none)."""
+    return role.style if isinstance(role, JudgeRoleConfig) else DEFAULT_RUBRIC_STYLE
+
+
 class Price(BaseModel):
     """USD per 1M tokens. `cached` (prompt tokens served from a cache) defaults to `input`."""
 
@@ -118,7 +138,7 @@ class ModelsConfig(BaseModel):
 
     agent: RoleConfig | None = None
     user: RoleConfig | None = None
-    judge: RoleConfig | None = None
+    judge: JudgeRoleConfig | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
     # Where `tbx run` executes the attempts: a Ray cluster (auto | HOST:PORT); `--ray`
     # wins. Not part of public_dict (the bundle): the same run may resume elsewhere.

@@ -4,22 +4,25 @@ a callable (judge imports nothing of bench), and this is that callable.
     async with LLMClient(models.role("judge"), role="judge") as client:
         answers = await rubric_judge(client).judge(task.rubrics, final_message)
 
-Endpoint failures after the client's retries become `JudgeUnavailable` (a
-system error), worded as the judge always reported them.
+The style (reference or json, judge.rubric) is the judge role's `style`
+unless the caller names one (`tbx judge regrade` takes the run's). Endpoint
+failures after the client's retries become `JudgeUnavailable` (a system
+error), worded as the judge always reported them.
 """
 
 from __future__ import annotations
 
 from bench.llm.client import LLMClient, ModelEndpointError
-from bench.llm.config import RoleConfig
+from bench.llm.config import RoleConfig, rubric_style
 from judge.records import RubricAnswer
-from judge.rubric import MAX_TOKENS, Complete, JudgeUnavailable, RubricJudge
+from judge.rubric import MAX_TOKENS, Complete, Completion, JudgeUnavailable, RubricJudge
+from judge.rubric_style import RubricStyle
 
 
 def judge_completion(client: LLMClient) -> Complete:
     cfg = client.config
 
-    async def complete(messages: list[dict[str, str]]) -> tuple[str | None, int]:
+    async def complete(messages: list[dict[str, str]]) -> Completion:
         try:
             result = await client.chat(messages, max_tokens=cfg.max_tokens or MAX_TOKENS)
         except ModelEndpointError as exc:
@@ -30,14 +33,24 @@ def judge_completion(client: LLMClient) -> Complete:
                     f"{cause.__class__.__name__}: {cause}"
                 ) from exc
             raise JudgeUnavailable(f"judge model {cfg.model!r} refused the request: {cause}") from exc
-        return result.content, result.usage.attempts
+        usage = result.usage
+        return Completion(
+            text=result.content,
+            requests=usage.attempts,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+        )
 
     return complete
 
 
-def rubric_judge(client: LLMClient) -> RubricJudge:
-    """A rubric judge asking the model behind `client` (which the caller closes)."""
-    return RubricJudge(judge_completion(client), model=client.config.model)
+def rubric_judge(client: LLMClient, style: RubricStyle | None = None) -> RubricJudge:
+    """A rubric judge asking the model behind `client` (which the caller closes), in
+    `style`, else the role's own."""
+    return RubricJudge(
+        judge_completion(client), model=client.config.model, style=style or rubric_style(client.config)
+    )
 
 
 class LazyRubricJudge:

@@ -7,7 +7,7 @@ the manifest with its bundle check, and setting a superseded run aside.
   states/         canonical initial and terminal states (gzip)
   trajectories/   the agent's conversation and tool calls
   manifest.json   tbx version and commit, dataset hash and provenance (bench.dataset.provenance),
-                  image digests, config, bundle hash
+                  image digests, config, the rubric judge's style, bundle hash
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from typing import Any
 from bench.dataset import Benchmark
 from bench.dataset.provenance import DATA_DIRS, dataset_provenance
 from bench.defaults import POLICY_SEARCH
-from bench.llm.config import ModelsConfig
+from bench.llm.config import ModelsConfig, rubric_style
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
 from bench.version import source_commit, tbx_version
 from judge import AttemptRecord, State, canonical_bytes, write_attempt
+from judge.rubric_style import RUBRIC_STYLES, UNRECORDED_RUBRIC_STYLE, RubricStyle
 
 # policy_search changes what agents see, so results of the two searches never mix.
 # dataset_provenance (git commit, tags, modified data) is not in the bundle: dataset_hash
@@ -196,7 +197,34 @@ def bundle_hash(manifest: dict[str, Any]) -> str:
     bundle = {k: manifest[k] for k in BUNDLE_KEYS}
     if manifest.get("harness"):  # only when on: a plain run's bundle hash is what it always was
         bundle["harness"] = list(manifest["harness"])
+    if "rubric_judge" in manifest:  # absent in older manifests, whose hash stays what it was
+        bundle["rubric_judge"] = manifest["rubric_judge"]
     return hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
+
+
+def manifest_rubric_style(manifest: dict[str, Any] | None) -> RubricStyle:
+    """The style a run's rubric questions were asked in: its manifest's `rubric_judge`,
+    the json style for a manifest written before the key existed (or none at all)."""
+    value = (manifest or {}).get("rubric_judge")
+    return value if value in RUBRIC_STYLES else UNRECORDED_RUBRIC_STYLE
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """OUT/manifest.json, or None when there is none (or it is unreadable)."""
+    return _previous_manifest(out)
+
+
+def set_rubric_style(out: Path, style: RubricStyle) -> None:
+    """Record that the run's rubric answers are now all of `style` (`tbx judge regrade
+    --rejudge-rubrics` in another style): the key and the bundle hash change together,
+    so a later resume in the old style cannot mix the two."""
+    manifest = _previous_manifest(out)
+    if manifest is None or manifest_rubric_style(manifest) == style:
+        return  # unchanged (an older manifest keeps its hash)
+    manifest["rubric_judge"] = style
+    manifest["bundle_hash"] = bundle_hash(manifest)
+    with writing(out / "manifest.json"):
+        _replace(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
 
 
 def write_manifest(
@@ -232,6 +260,8 @@ def write_manifest(
         "config": config.public_dict() if config is not None else None,
         "policy_search": policy_search,
         "harness": list(harness),
+        # How rubric questions are asked (judge.rubric): the judge role's style, else the default.
+        "rubric_judge": rubric_style(config.judge if config is not None else None),
         "started_at": datetime.now(UTC).isoformat(),
     }
     manifest["bundle_hash"] = bundle_hash(manifest)
@@ -265,6 +295,8 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
     if list(previous.get("harness") or []) != list(manifest.get("harness") or []):
         changed.append("harness")
+    if manifest_rubric_style(previous) != manifest_rubric_style(manifest):
+        changed.append("rubric_judge")
     results = out / "results.jsonl"
     if changed and results.exists() and results.stat().st_size:
         raise BundleChanged(out, changed, previous)

@@ -631,7 +631,8 @@ def attempt_page(
             [
                 _e(x.question),
                 f'<span class="{"pass" if x.passed else "fail"}">{_e(x.answer or "unparsed")}</span>',
-                _e(x.reason or x.error or ""),
+                # the reference style gives no reason: its one-word reply is what there is
+                _e(x.reason or x.error or (f"replied: {x.raw}" if x.raw else "")),
             ]
             for x in answers
         ]

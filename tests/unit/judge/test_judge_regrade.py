@@ -20,9 +20,12 @@ from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
+from bench.run.output import BUNDLE_KEYS, bundle_hash
 from judge.canonical import State, canonical_state, state_hash
 from judge.record_files import read_attempt, write_attempt, write_state
 from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView
+from judge.rubric import SYSTEM_PROMPT
+from judge.yesno import TEXT_YESNO_SYSTEM
 from servers.registry import load_domain
 
 STATE_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"
@@ -181,13 +184,15 @@ def test_missing_results_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 class YesJudge(ThreadingHTTPServer):
-    """An OpenAI-compatible judge on 127.0.0.1 that answers every rubric question yes."""
+    """An OpenAI-compatible judge on 127.0.0.1 that answers every rubric question yes,
+    in the style it is asked in (one word to the reference's prompt, else the JSON object)."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _YesHandler)
         self.questions: list[str] = []
+        self.systems: list[str] = []
 
     @property
     def url(self) -> str:
@@ -203,6 +208,8 @@ class _YesHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.questions.append(body["messages"][-1]["content"])
+        self.server.systems.append(body["messages"][0]["content"])
+        one_word = body["messages"][0]["content"] == TEXT_YESNO_SYSTEM
         reply = {
             "id": "c1",
             "object": "chat.completion",
@@ -212,7 +219,10 @@ class _YesHandler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": '{"answer": "yes", "reason": "stub"}'},
+                    "message": {
+                        "role": "assistant",
+                        "content": "Yes" if one_word else '{"answer": "yes", "reason": "stub"}',
+                    },
                 }
             ],
         }
@@ -300,3 +310,56 @@ def test_a_skip_rubrics_run_gets_its_rubrics_graded_once_a_judge_is_configured(
     # Graded once: a third regrade reuses the recorded answers and asks nothing.
     assert main(argv) == 0
     assert len(yes_judge.questions) == 2
+
+
+def test_regrade_asks_in_the_style_the_run_used(
+    dataset: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    yes_judge: YesJudge,
+) -> None:
+    bench = load_benchmark(dataset, strict=False)
+    cache = tmp_path / "cache"
+    gr = fill_cache(bench, dataset, cache, RUBRIC_TASK)
+    monkeypatch.setattr(golden_mod, "servers_image_id", lambda: IMAGE)
+    monkeypatch.setattr(dataset_mod, "load_benchmark", lambda *a, **kw: bench)
+    monkeypatch.setenv("TBX_JUDGE_MODEL", "judge-stub")
+    monkeypatch.setenv("TBX_JUDGE_BASE_URL", yes_judge.url)
+    monkeypatch.setenv("TBX_JUDGE_API_KEY", "stub-key")
+    results = tmp_path / "results"
+    record = AttemptRecord(
+        attempt_id="s1", task_id=RUBRIC_TASK, terminal_state=gr.final_state, final_message=""
+    )
+    write_attempt(results / "attempts/s1.json", record)
+    manifest = {**dict.fromkeys(BUNDLE_KEYS, "x"), "rubric_judge": "reference"}
+    manifest["bundle_hash"] = bundle_hash(manifest)
+    (results / "manifest.json").write_text(json.dumps(manifest))
+    argv = [
+        "judge",
+        "regrade",
+        str(results),
+        "--dataset",
+        str(dataset),
+        "--golden-cache",
+        str(cache),
+        "--no-replay",
+    ]
+
+    # The run's style (its manifest's): the benchmark's prompt, the empty final message asked about.
+    assert main(argv) == 0, capsys.readouterr()
+    assert set(yes_judge.systems) == {TEXT_YESNO_SYSTEM} and len(yes_judge.questions) == 2
+    assert all(q.startswith("<message>\n\n</message>\n") for q in yes_judge.questions)
+    graded = read_attempt(results / "attempts/s1.json")
+    assert graded.verdict is not None and graded.verdict.passed
+    assert graded.rubric_answers and all(a.raw == "Yes" and a.usage for a in graded.rubric_answers)
+
+    # Another style only when every rubric is asked again: no run holds answers of two styles.
+    assert main([*argv, "--rubric-judge", "json"]) == 2
+    assert "needs --rejudge-rubrics" in capsys.readouterr().err
+    assert main([*argv, "--rubric-judge", "json", "--rejudge-rubrics"]) == 0
+    assert yes_judge.systems[2:] == [SYSTEM_PROMPT, SYSTEM_PROMPT]
+    now = json.loads((results / "manifest.json").read_text())
+    assert now["rubric_judge"] == "json" and now["bundle_hash"] == bundle_hash(now) != manifest["bundle_hash"]
+    graded = read_attempt(results / "attempts/s1.json")
+    assert graded.rubric_answers and all(a.reason == "stub" for a in graded.rubric_answers)

@@ -1,6 +1,7 @@
 """The rubric judge against a real OpenAI-compatible HTTP server (started here
 on 127.0.0.1, ephemeral port) that answers scripted replies: yes, no,
-garbage, a timeout, 503 then success, and 503 forever."""
+garbage, a timeout, 503 then success, and 503 forever; in the reference style
+the benchmark's one-word replies, and the tokens each question cost."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.llm.judge import rubric_judge
 from judge.rubric import SYSTEM_PROMPT, JudgeUnavailable, RubricJudge
+from judge.rubric_style import RubricStyle
+from judge.yesno import TEXT_YESNO_SYSTEM, text_user
 
 # The question text picks the script.
 SCRIPT = {
@@ -26,6 +29,11 @@ SCRIPT = {
     "Q-no": '{"answer": "no", "reason": "it does not"}',
     "Q-garbage": "Yes, definitely!",
     "Q-fenced": '```json\n{"answer": "yes", "reason": "fenced"}\n```',
+    "R-Yes": "Yes",
+    "R-yes.": "yes.",
+    "R-bold": "**Yes**",
+    "R-no-yes": "No, yes",
+    "R-empty": "",
 }
 
 
@@ -61,7 +69,11 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append(body)
         assert self.path == "/v1/chat/completions"
-        question = body["messages"][-1]["content"].rsplit("Question: ", 1)[1]
+        user = body["messages"][-1]["content"]
+        if "Question: " in user:  # the json style (a re-ask's reminder follows the question)
+            question = user.rsplit("Question: ", 1)[1].split("\n", 1)[0]
+        else:  # the reference style: the question after the quoted message
+            question = user.rsplit("\n</message>\n", 1)[1]
         self.server.hits[question] += 1
         n = self.server.hits[question]
         if question == "Q-timeout":
@@ -87,6 +99,12 @@ class Handler(BaseHTTPRequestHandler):
                         "message": {"role": "assistant", "content": content},
                     }
                 ],
+                "usage": {
+                    "prompt_tokens": 120,
+                    "completion_tokens": 2,
+                    "total_tokens": 122,
+                    "prompt_tokens_details": {"cached_tokens": 64},
+                },
             },
         )
 
@@ -115,10 +133,26 @@ def config(server: FakeOpenAI, **kw: Any) -> RoleConfig:
 
 
 @contextlib.asynccontextmanager
-async def open_judge(cfg: RoleConfig) -> AsyncIterator[RubricJudge]:
+async def open_judge(cfg: RoleConfig, style: RubricStyle = "json") -> AsyncIterator[RubricJudge]:
     """The judge as bench wires it: the shared client of the three roles, injected."""
     async with LLMClient(cfg, role="judge") as client:
-        yield rubric_judge(client)
+        yield rubric_judge(client, style)
+
+
+async def test_reference_style_reads_the_benchmarks_one_word_replies(server: FakeOpenAI) -> None:
+    """The default style: the benchmark's request, yes iff the first or last word is yes."""
+    async with LLMClient(config(server), role="judge") as client:
+        judge = rubric_judge(client)  # the role names no style: the reference's
+        assert judge.style == "reference"
+        answers = await judge.judge(["R-Yes", "R-yes.", "R-bold", "R-no-yes", "R-empty"], "Done <DONE>")
+    assert [a.answer for a in answers] == ["yes", "yes", "no", "yes", "no"]
+    assert all(a.error is None and a.requests == 1 for a in answers)
+    assert answers[0].usage == {"input_tokens": 120, "output_tokens": 2, "cached_tokens": 64, "requests": 1}
+    assert sum(server.hits.values()) == 5  # no re-ask: every reply is a yes or a no
+    body = server.bodies[0]
+    assert body["messages"][0] == {"role": "system", "content": TEXT_YESNO_SYSTEM}
+    assert body["messages"][1]["content"] in {text_user("Done <DONE>", q) for q in server.hits}
+    assert "Done &lt;DONE&gt;" in body["messages"][1]["content"]
 
 
 async def test_scripted_answers(server: FakeOpenAI) -> None:
@@ -132,6 +166,11 @@ async def test_scripted_answers(server: FakeOpenAI) -> None:
     assert garbage.answer is None and not garbage.passed and garbage.error and "not JSON" in garbage.error
     assert garbage.raw == "Yes, definitely!"
     assert server.hits["Q-garbage"] == 2  # parse_attempts: asked again once, then a judge error
+    assert garbage.usage == {"input_tokens": 240, "output_tokens": 4, "cached_tokens": 128, "requests": 2}
+    garbage_asks = [
+        b["messages"][1]["content"] for b in server.bodies if "Q-garbage" in b["messages"][1]["content"]
+    ]
+    assert len(set(garbage_asks)) == 2  # the re-ask is another request (a reminder of the format)
     assert fenced.answer == "yes"
     body = server.bodies[0]
     assert body["model"] == "judge-test" and body["temperature"] == 0.0
@@ -156,10 +195,10 @@ async def test_timeouts_and_outages_raise_judge_unavailable(server: FakeOpenAI) 
     assert server.hits["Q-timeout"] == 2 and server.hits["Q-down"] == 2 and server.hits["Q-auth"] == 1
 
 
-async def test_empty_final_message_is_no_without_asking(server: FakeOpenAI) -> None:
+async def test_an_empty_final_message_is_asked(server: FakeOpenAI) -> None:
     async with open_judge(config(server)) as judge:
-        answer = await judge.ask("Q-yes", "   ")
-    assert answer.answer == "no" and answer.requests == 0 and not server.hits
+        answer = await judge.ask("Q-yes", "")
+    assert answer.answer == "yes" and answer.requests == 1 and server.hits["Q-yes"] == 1
 
 
 async def test_unreachable_endpoint_is_unavailable() -> None:

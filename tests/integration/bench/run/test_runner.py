@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,10 +17,12 @@ from pg_support import DEMO_PACK
 from server_process import default_stop_signals
 
 from bench.run.results import read_rows
+from judge.yesno import TEXT_YESNO_SYSTEM, text_user
 
 pytestmark = pytest.mark.docker
 
 TASK = "demo_retail.py:test_ret_expedite_headphones"
+RUBRIC_TASK = "demo_retail.py:test_ret_change_of_mind_tablet"
 
 
 def tbx(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -70,25 +74,92 @@ def test_run_resume_retry_and_report(tmp_path: Path) -> None:
     assert metrics["system_errors"] == 0
 
 
-def test_rubric_tasks_need_a_judge_or_skip(tmp_path: Path) -> None:
-    proc = tbx(
+class OneWordJudge(ThreadingHTTPServer):
+    """A judge endpoint on 127.0.0.1 answering every question `Yes`, as a model asked for one
+    word does (before the reference style, tbx read that as a judge error: "rubric no")."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _OneWord)
+        self.asked: list[list[dict[str, str]]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _OneWord(BaseHTTPRequestHandler):
+    server: OneWordJudge
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.asked.append(body["messages"])
+        message = {"role": "assistant", "content": "Yes"}
+        usage = {"prompt_tokens": 90, "completion_tokens": 1, "total_tokens": 91}
+        data = json.dumps(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+                "usage": usage,
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_rubric_tasks_need_a_judge_and_are_asked_as_the_benchmark_asks(tmp_path: Path) -> None:
+    common = [
         "run",
         "--dataset",
         str(DEMO_PACK),
         "--tasks",
-        "demo_retail.py:test_ret_change_of_mind_tablet",
+        RUBRIC_TASK,
         "--agent",
         "oracle",
         "--repeat",
         "1",
-        "--out",
-        str(tmp_path / "r"),
-    )
+    ]
+    proc = tbx(*common, "--out", str(tmp_path / "r"))
     assert proc.returncode != 0
     assert "judge" in proc.stderr and "--skip-rubrics" in proc.stderr
     assert (
         not (tmp_path / "r" / "results.jsonl").exists() or not (tmp_path / "r" / "results.jsonl").read_text()
     )
+
+    judge = OneWordJudge()
+    threading.Thread(target=judge.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "models.yaml"
+        config.write_text(f"judge:\n  base_url: {judge.url}\n  model: judge-stub\n")
+        out = tmp_path / "judged"
+        proc = tbx(*common, "--config", str(config), "--warm", "0", "--out", str(out))
+    finally:
+        judge.shutdown()
+        judge.server_close()
+    assert proc.returncode == 0, proc.stderr
+    [row] = read_rows(out / "results.jsonl")
+    assert row.passed and row.signature is None
+    assert json.loads((out / "manifest.json").read_text())["rubric_judge"] == "reference"
+    record = json.loads((out / f"attempts/{(row.model_extra or {})['attempt_id']}.json").read_text())
+    answers = record["rubric_answers"]
+    assert answers and [a["answer"] for a in answers] == ["yes"] * len(answers) == ["yes"] * len(judge.asked)
+    assert all(
+        a["usage"] == {"input_tokens": 90, "output_tokens": 1, "cached_tokens": 0, "requests": 1}
+        for a in answers
+    )
+    final = record["final_message"]
+    assert {m[1]["content"] for m in judge.asked} == {text_user(final, a["question"]) for a in answers}
+    assert all(m[0] == {"role": "system", "content": TEXT_YESNO_SYSTEM} for m in judge.asked)
 
 
 def _run_containers(run_id: str) -> list[str]:
