@@ -115,7 +115,23 @@ class CostMetrics(BaseModel):
     mean_per_attempt_usd: float | None = None  # mean over tasks of the task's mean
     per_success_usd: float | None = None
     per_reliable_task_usd: float | None = None
+    # What was actually spent: every role's total over all rows (system errors included)
+    # and all their tries (the retried ones too); `spent_usd` the cost roles' share of it.
     by_role: dict[str, float | None] = Field(default_factory=dict)
+    spent_usd: float | None = None
+
+
+TOKEN_FIELDS = ("input_tokens", "cached_tokens", "output_tokens")
+
+
+class RoleSpend(BaseModel):
+    """One role's tokens over all rows and tries of a run, and their cost (None: unpriced)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0  # model requests, where the usage counted them
+    usd: float | None = 0.0
 
 
 class GroupMetrics(BaseModel):
@@ -165,6 +181,10 @@ class RunMetrics(GroupMetrics):
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
     part_way_rows: int = 0  # attempts that started part-way (prefix, fork): not in the figures
     errors_logged: int = 0  # lines in errors.jsonl
+    retried_tries: int = 0  # tries that ended in a system error and were retried (rows' `retries`)
+    spent: dict[str, RoleSpend] = Field(default_factory=dict)  # role -> all rows, all tries
+    judge_errors: int = 0  # rubric replies the judge gave that could not be read
+    judge_error_attempts: int = 0  # attempts with at least one
     system_error_causes: dict[str, int] = Field(default_factory=dict)  # bench.run.causes
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
     timings_mean_s: dict[str, float] = Field(default_factory=dict)  # phase -> mean over valid attempts
@@ -211,10 +231,17 @@ def _cost_metrics(
     k_of_k: int,
     roles: Sequence[str],
     by_role: dict[str, float | None],
+    spent_usd: float | None = None,
 ) -> CostMetrics:
     costs = [c for t in tasks for c in t.costs]
     unpriced = sum(c is None for c in costs)
-    m = CostMetrics(roles=list(roles), priced=unpriced == 0, unpriced_attempts=unpriced, by_role=by_role)
+    m = CostMetrics(
+        roles=list(roles),
+        priced=unpriced == 0,
+        unpriced_attempts=unpriced,
+        by_role=by_role,
+        spent_usd=spent_usd,
+    )
     if unpriced or not tasks:
         return m
     total = sum(c for c in costs if c is not None)
@@ -235,6 +262,7 @@ def group_metrics(
     finish_reasons: Mapping[str, int] | None = None,
     cost_roles: Sequence[str] = ("agent",),
     cost_by_role: dict[str, float | None] | None = None,
+    spent_usd: float | None = None,
     k_values: Sequence[int] = K_VALUES,
     view: ScoreView = CANONICAL,
 ) -> GroupMetrics:
@@ -281,21 +309,53 @@ def group_metrics(
         retention=retention,
         signatures=dict(sorted((signatures or {}).items(), key=lambda kv: (-kv[1], kv[0]))),
         finish_reasons=dict(sorted((finish_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))),
-        cost=_cost_metrics(valid, p1, k_of_k, cost_roles, dict(cost_by_role or {})),
+        cost=_cost_metrics(valid, p1, k_of_k, cost_roles, dict(cost_by_role or {}), spent_usd),
     )
+
+
+def role_spend(
+    rows: Sequence[ResultRow], prices: Mapping[str, Price], role_models: Mapping[str, str]
+) -> dict[str, RoleSpend]:
+    """Per role, every token `rows` spent (system errors and retried tries included) and its cost."""
+    out: dict[str, RoleSpend] = {}
+    for r in rows:
+        for usage in (r.usage, r.retried_usage):
+            for role, u in usage.items():
+                s = out.setdefault(role, RoleSpend())
+                for f in TOKEN_FIELDS:
+                    setattr(s, f, getattr(s, f) + getattr(u, f))
+                calls = (u.model_extra or {}).get("calls")
+                s.calls += calls if isinstance(calls, int) else 0
+                c = u.cost(prices, role_models.get(role))
+                s.usd = None if c is None or s.usd is None else s.usd + c
+    return dict(sorted(out.items()))
 
 
 def _role_totals(
     rows: Sequence[ResultRow], prices: Mapping[str, Price], role_models: Mapping[str, str]
 ) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
+    return {role: s.usd for role, s in role_spend(rows, prices, role_models).items()}
+
+
+def _spent(
+    rows: Sequence[ResultRow],
+    prices: Mapping[str, Price],
+    roles: Sequence[str],
+    role_models: Mapping[str, str],
+) -> float | None:
+    """USD `roles` spent over `rows`, every try included; None when some of it is unpriced."""
+    total = 0.0
     for r in rows:
-        for role, u in r.usage.items():
-            c = u.cost(prices, role_models.get(role))
-            out[role] = (
-                None if c is None or (role in out and out[role] is None) else (out.get(role) or 0.0) + c
-            )
-    return dict(sorted(out.items()))
+        c = r.spent(prices, roles, role_models)
+        if c is None:
+            return None
+        total += c
+    return total
+
+
+def _retries(row: ResultRow) -> int:
+    n = (row.model_extra or {}).get("retries")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def _dig(data: Any, *path: str) -> Any:
@@ -416,6 +476,7 @@ def run_metrics(
                 finish_reasons=finishes[d],
                 cost_roles=cost_roles,
                 cost_by_role=_role_totals(domain_rows[d], table, role_models),
+                spent_usd=_spent(domain_rows[d], table, cost_roles, role_models),
                 view=view,
             )
             for d in sorted(domain_rows)
@@ -427,6 +488,7 @@ def run_metrics(
             finish_reasons=merged(finishes, domain_rows),
             cost_roles=cost_roles,
             cost_by_role=_role_totals(rows, table, role_models),
+            spent_usd=_spent(rows, table, cost_roles, role_models),
             view=view,
         )
         return overall, per_domain
@@ -459,6 +521,10 @@ def run_metrics(
         colliding_rows=colliding_rows,
         part_way_rows=part_way_rows,
         errors_logged=errors_logged,
+        retried_tries=sum(_retries(r) for r in rows),
+        spent=role_spend(rows, table, role_models),
+        judge_errors=sum(r.judge_errors for r in rows),
+        judge_error_attempts=sum(r.judge_errors > 0 for r in rows),
         system_error_causes=count_causes(r.error_cause for r in rows if r.system_error),
         tokens_mean=tokens,
         timings_mean_s=timings,
