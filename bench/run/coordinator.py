@@ -132,6 +132,8 @@ class Coordinator:
         # System errors by cause (bench.run.causes): the attempts' final ones, the retried tries.
         self.error_causes: Counter[str] = Counter()
         self.retried_causes: Counter[str] = Counter()
+        # Rubric replies the judge gave that could not be read, in the graded attempts so far.
+        self.judge_errors = 0
         # What stopped the run (the output could not be written), raised once the attempts in flight end.
         self._fatal: OutputUnwritable | None = None
         self.gate = DaemonGate(
@@ -441,6 +443,7 @@ class Coordinator:
         )
         self._counts["done"] += 1
         self._counts["passed" if verdict.passed else "failed"] += 1
+        self.judge_errors += verdict.judge_errors
         if self.progress:
             self.progress(self, task, record.repeat, verdict.summary())
 
