@@ -376,7 +376,10 @@ def render_html(report: Report, view_href: str | None = None) -> str:
             ["mean per attempt", fmt_usd(r.cost.mean_per_attempt_usd)],
             ["per successful attempt", fmt_usd(r.cost.per_success_usd)],
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],
-            ["spent, " + ", ".join(r.cost.roles) + " (all rows, all tries)", fmt_usd(r.cost.spent_usd)],
+            [
+                "spent by the cost roles: " + ", ".join(r.cost.roles) + " (all rows, all tries)",
+                fmt_usd(r.cost.spent_usd),
+            ],
             *[[f"{role} spent (all rows, all tries)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
         ]
         parts.append("<h3>Cost</h3>")
