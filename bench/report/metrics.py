@@ -432,6 +432,7 @@ def run_metrics(
     superseded_rows: int = 0,
     colliding_rows: int = 0,
     part_way_rows: int = 0,
+    replaced: Sequence[ResultRow] = (),
 ) -> RunMetrics:
     """All metrics of one run, overall and per domain, in the canonical view
     and (`diagnostic`) with system errors excluded (bench.report.views).
@@ -439,7 +440,8 @@ def run_metrics(
     `k` defaults to the manifest's repeats, else the most rows any task has.
     Prices: a row's recorded `cost_usd` wins; otherwise `prices` (overriding
     the manifest's table) prices the role's tokens by the model in the usage
-    entry or, failing that, the manifest's model for that role.
+    entry or, failing that, the manifest's model for that role. `replaced`: rows a
+    later row superseded (a resumed run's): in no figure, but in what was spent.
     """
     manifest = dict(manifest or {})
     table = {**manifest_prices(manifest), **(prices or {})}
@@ -450,6 +452,10 @@ def run_metrics(
     sigs: dict[str, Counter[str]] = defaultdict(Counter)
     finishes: dict[str, Counter[str]] = defaultdict(Counter)
     domain_rows: dict[str, list[ResultRow]] = defaultdict(list)
+    # what was spent: every row and the rows it superseded (all their tries)
+    spending: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in [*rows, *replaced]:
+        spending[r.domain or UNKNOWN_DOMAIN].append(r)
     for r in rows:
         d = r.domain or UNKNOWN_DOMAIN
         domain_rows[d].append(r)
@@ -475,8 +481,8 @@ def run_metrics(
                 signatures=sigs[d],
                 finish_reasons=finishes[d],
                 cost_roles=cost_roles,
-                cost_by_role=_role_totals(domain_rows[d], table, role_models),
-                spent_usd=_spent(domain_rows[d], table, cost_roles, role_models),
+                cost_by_role=_role_totals(spending[d], table, role_models),
+                spent_usd=_spent(spending[d], table, cost_roles, role_models),
                 view=view,
             )
             for d in sorted(domain_rows)
@@ -487,8 +493,8 @@ def run_metrics(
             signatures=merged(sigs, domain_rows),
             finish_reasons=merged(finishes, domain_rows),
             cost_roles=cost_roles,
-            cost_by_role=_role_totals(rows, table, role_models),
-            spent_usd=_spent(rows, table, cost_roles, role_models),
+            cost_by_role=_role_totals([*rows, *replaced], table, role_models),
+            spent_usd=_spent([*rows, *replaced], table, cost_roles, role_models),
             view=view,
         )
         return overall, per_domain
@@ -522,7 +528,7 @@ def run_metrics(
         part_way_rows=part_way_rows,
         errors_logged=errors_logged,
         retried_tries=sum(_retries(r) for r in rows),
-        spent=role_spend(rows, table, role_models),
+        spent=role_spend([*rows, *replaced], table, role_models),
         judge_errors=sum(r.judge_errors for r in rows),
         judge_error_attempts=sum(r.judge_errors > 0 for r in rows),
         system_error_causes=count_causes(r.error_cause for r in rows if r.system_error),
@@ -557,6 +563,7 @@ def metrics_for_run(
         superseded_rows=run.superseded,
         colliding_rows=run.collisions,
         part_way_rows=len(run.rows) - len(rows),
+        replaced=run.replaced,
     )
 
 

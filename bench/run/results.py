@@ -239,6 +239,8 @@ class RunDir(BaseModel):
     rows: list[ResultRow] = Field(default_factory=list)
     errors: list[dict[str, Any]] = Field(default_factory=list)  # errors.jsonl lines
     superseded: int = 0  # rows replaced by a later row for the same (task_id, repeat)
+    # those rows: in no figure, but what their tries spent was spent (bench.report.metrics)
+    replaced: list[ResultRow] = Field(default_factory=list)
     # of those, graded rows (not system errors, which a resumed run retries): two graded
     # attempts under one (task_id, repeat) is a collision, not a retry
     collisions: int = 0
@@ -284,6 +286,7 @@ def load_run(path: str | Path) -> RunDir:
         raise ResultsError(f"{root}: no {RESULTS_FILE} (is this a tbx run directory?)")
     all_rows = read_rows(results)
     rows, superseded = dedupe_rows(all_rows)
+    kept = {id(r) for r in rows}
     manifest: dict[str, Any] = {}
     mpath = root / MANIFEST_FILE
     if mpath.is_file():
@@ -311,5 +314,6 @@ def load_run(path: str | Path) -> RunDir:
         rows=rows,
         errors=errors,
         superseded=superseded,
+        replaced=[r for r in all_rows if id(r) not in kept],
         collisions=colliding_rows(all_rows),
     )
