@@ -174,6 +174,11 @@ class RubricAnswer(BaseModel):
     def passed(self) -> bool:
         return self.answer == "yes"
 
+    @property
+    def judge_error(self) -> bool:
+        """The judge's reply could not be read: neither a yes nor the agent's no."""
+        return self.answer is None
+
 
 class Verdict(BaseModel):
     task_id: str
@@ -198,7 +203,11 @@ class Verdict(BaseModel):
         head = f"fail [{self.signature}]"
         lines = [self.resource_limit[:300]] if self.resource_limit else []
         lines += [d.describe() for d in self.differences[:5]]
-        lines += [f"rubric no: {a.question[:80]}" for a in self.rubric_answers if not a.passed][:3]
+        lines += [
+            f"{'judge error' if a.judge_error else 'rubric no'}: {a.question[:80]}"
+            for a in self.rubric_answers
+            if not a.passed
+        ][:3]
         return head + ("; " + "; ".join(lines) if lines else "")
 
 

@@ -73,6 +73,9 @@ def status_line(state: RunState, now: float | None = None) -> str:
         f"retried {c.get('retried', 0)} "
         f"alive {c['alive']}+{getattr(state, 'warm_sandboxes', 0)} warm elapsed {_clock(elapsed)} eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"
     )
+    judge_errors = getattr(state, "judge_errors", 0)
+    if judge_errors:  # unreadable judge replies: failed rubrics, but not the agent's "no"
+        line += f" judge errors {judge_errors}"
     nodes = nodes_text(state)
     return line if nodes is None else f"{line} {nodes}"
 
@@ -130,6 +133,9 @@ class RunProgress:
             Text(f"failed {c['failed']}", style="yellow"),
             Text(f"system errors {c['errors']}", style="red" if c["errors"] else ""),
             Text(f"tries retried {c.get('retried', 0)}", style="yellow" if c.get("retried") else ""),
+            Text(f"judge errors {getattr(state, 'judge_errors', 0)}", style="red")
+            if getattr(state, "judge_errors", 0)
+            else Text(""),
             Text(f"sandboxes alive {c['alive']} (+{getattr(state, 'warm_sandboxes', 0)} warm)"),
             Text(f"elapsed {_clock(elapsed)}"),
             Text(f"eta {_clock(eta_seconds(c['done'], state.total, elapsed))}"),

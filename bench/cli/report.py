@@ -32,6 +32,8 @@ def report_command(args: argparse.Namespace) -> int:
         diagnostic_rows,
         frontier_text,
         has_system_errors,
+        judge_errors_text,
+        spend_text,
         summary_rows,
         summary_title,
     )
@@ -65,6 +67,9 @@ def report_command(args: argparse.Namespace) -> int:
     lines += unpinned_lines(report.runs)  # before any other note: it gates a canonical score
     if has_system_errors(report):
         lines += ["", f"Diagnostic ({view_label(DIAGNOSTIC)})", *markdown_table(*diagnostic_rows(report))]
+    lines.append("")
+    for r in report.runs:  # what was actually spent, and whether the judge could be read
+        lines += [f"{r.run}: {spend_text(r)}", *[f"{r.run}: {t}" for t in [judge_errors_text(r)] if t]]
     if len(report.runs) > 1:
         lines.append(frontier_text(report))
     lines.append(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")

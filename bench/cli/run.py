@@ -210,7 +210,8 @@ def run_command(args: argparse.Namespace) -> int:
     print(
         f"done: {counts['done']} attempts, {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['errors']} system errors{_by_cause(coordinator.error_causes)}, "
-        f"{counts['retried']} tries retried{_by_cause(coordinator.retried_causes)}; "
+        f"{counts['retried']} tries retried{_by_cause(coordinator.retried_causes)}"
+        f"{f', {coordinator.judge_errors} judge errors' if coordinator.judge_errors else ''}; "
         f"results in {opts.out}/results.jsonl",
         file=sys.stderr,
     )

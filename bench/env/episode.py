@@ -62,7 +62,7 @@ from bench.llm.client import UsageLedger
 from bench.rollout.brief import task_brief
 from bench.rollout.conversation import Conversation, LoopSpec, McpEndpointError, single_exception
 from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
-from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
+from bench.rollout.trajectory import SYSTEM_ERROR, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.causes import fault_of
@@ -260,7 +260,8 @@ class Episode:
             # no terminal state only after the agent's own load took the database down
             assert self._run is not None
             assert outcome.terminal_state is not None or outcome.resource_limit is not None
-            traj = self._run.trajectory()
+            traj = self._trajectory()
+            assert traj is not None
             outcome.trajectory = traj
             outcome.usage = usage_of(traj)
             t = time.monotonic()
@@ -280,7 +281,7 @@ class Episode:
                 resource_limit=outcome.resource_limit,
             )
             timings["judge"] = time.monotonic() - t
-            write_graded(host.output, task, record, outcome, graded, timings)
+            write_graded(host.output, task, record, outcome, graded, timings, models=host.config)
             verdict = graded.verdict
             self.reward = 1.0 if verdict.passed else 0.0
             self.reward_type = "pass" if verdict.passed else "fail"
@@ -327,7 +328,7 @@ class Episode:
                     done=True,
                     reward_type="system_error",
                     system_error=message,
-                    finish_reason="system_error",
+                    finish_reason=SYSTEM_ERROR,
                     metadata={"attempt_id": self.attempt_id, "repeat": self.repeat},
                 )
             )
@@ -534,10 +535,17 @@ class Episode:
                 fut.set_exception(error)
 
     def _trajectory(self) -> Trajectory | None:
-        return self._run.trajectory() if self._run is not None else None
+        """The conversation so far, its spend priced as `tbx run` prices it (the models config)."""
+        if self._run is None:
+            return None
+        traj = self._run.trajectory()
+        traj.cost_usd = self._run.ledger.cost(self.host.config)
+        return traj
 
     def _record_error(self, record: AttemptRecord, exc: BaseException, timings: dict[str, float]) -> None:
         partial = getattr(exc, "trajectory", None)
+        if self._run is not None and self._run.finish is None:
+            self._run.finish = SYSTEM_ERROR  # the conversation did not end: tbx's side failed
         traj = self._trajectory() or (partial if isinstance(partial, Trajectory) else None)
         write_system_error(
             self.host.output, self.task, record, traj, *error_message(exc), timings, fault=fault_of(exc)

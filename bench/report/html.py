@@ -30,6 +30,7 @@ from bench.report.tables import (
     has_system_errors,
     passk_rows,
     signature_rows,
+    spend_rows,
     summary_rows,
     summary_title,
     views_text,
@@ -375,10 +376,17 @@ def render_html(report: Report, view_href: str | None = None) -> str:
             ["mean per attempt", fmt_usd(r.cost.mean_per_attempt_usd)],
             ["per successful attempt", fmt_usd(r.cost.per_success_usd)],
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],
-            *[[f"{role} total (all rows)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
+            [
+                "spent by the cost roles: " + ", ".join(r.cost.roles) + " (all rows, all tries)",
+                fmt_usd(r.cost.spent_usd),
+            ],
+            *[[f"{role} spent (all rows, all tries)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
         ]
         parts.append("<h3>Cost</h3>")
         parts.append(_html_table(["cost", "USD"], cost_rows, "cost"))
+        if r.spent:
+            parts.append("<h3>Tokens spent (all rows, all tries)</h3>")
+            parts.append(_html_table(*spend_rows(r), "spent"))
         flags = flag_lines(r)
         parts.append("<h3>Flags</h3>")
         parts.append(

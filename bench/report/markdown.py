@@ -20,6 +20,7 @@ from bench.report.tables import (
     has_system_errors,
     passk_rows,
     signature_rows,
+    spend_rows,
     summary_rows,
     summary_title,
     views_text,
@@ -101,9 +102,15 @@ def render_markdown(report: Report) -> str:
             ["mean per attempt", fmt_usd(r.cost.mean_per_attempt_usd)],
             ["per successful attempt", fmt_usd(r.cost.per_success_usd)],
             ["per reliable task (k/k)", fmt_usd(r.cost.per_reliable_task_usd)],
-            *[[f"{role} total (all rows)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
+            [
+                "spent by the cost roles: " + ", ".join(r.cost.roles) + " (all rows, all tries)",
+                fmt_usd(r.cost.spent_usd),
+            ],
+            *[[f"{role} spent (all rows, all tries)", fmt_usd(v)] for role, v in r.cost.by_role.items()],
         ]
         lines += [*markdown_table(["cost", "USD"], cost_rows), ""]
+        if r.spent:
+            lines += ["### Tokens spent (all rows, all tries)", "", *markdown_table(*spend_rows(r)), ""]
         if r.tokens_mean or r.timings_mean_s:
             lines += ["### Tokens and timings (mean per valid attempt)", ""]
             trows = [

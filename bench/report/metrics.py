@@ -115,7 +115,23 @@ class CostMetrics(BaseModel):
     mean_per_attempt_usd: float | None = None  # mean over tasks of the task's mean
     per_success_usd: float | None = None
     per_reliable_task_usd: float | None = None
+    # What was actually spent: every role's total over all rows (system errors included)
+    # and all their tries (the retried ones too); `spent_usd` the cost roles' share of it.
     by_role: dict[str, float | None] = Field(default_factory=dict)
+    spent_usd: float | None = None
+
+
+TOKEN_FIELDS = ("input_tokens", "cached_tokens", "output_tokens")
+
+
+class RoleSpend(BaseModel):
+    """One role's tokens over all rows and tries of a run, and their cost (None: unpriced)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0  # model requests, where the usage counted them
+    usd: float | None = 0.0
 
 
 class GroupMetrics(BaseModel):
@@ -165,6 +181,10 @@ class RunMetrics(GroupMetrics):
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
     part_way_rows: int = 0  # attempts that started part-way (prefix, fork): not in the figures
     errors_logged: int = 0  # lines in errors.jsonl
+    retried_tries: int = 0  # tries that ended in a system error and were retried (rows' `retries`)
+    spent: dict[str, RoleSpend] = Field(default_factory=dict)  # role -> all rows, all tries
+    judge_errors: int = 0  # rubric replies the judge gave that could not be read
+    judge_error_attempts: int = 0  # attempts with at least one
     system_error_causes: dict[str, int] = Field(default_factory=dict)  # bench.run.causes
     tokens_mean: dict[str, dict[str, float]] = Field(default_factory=dict)  # role -> per valid attempt
     timings_mean_s: dict[str, float] = Field(default_factory=dict)  # phase -> mean over valid attempts
@@ -211,10 +231,17 @@ def _cost_metrics(
     k_of_k: int,
     roles: Sequence[str],
     by_role: dict[str, float | None],
+    spent_usd: float | None = None,
 ) -> CostMetrics:
     costs = [c for t in tasks for c in t.costs]
     unpriced = sum(c is None for c in costs)
-    m = CostMetrics(roles=list(roles), priced=unpriced == 0, unpriced_attempts=unpriced, by_role=by_role)
+    m = CostMetrics(
+        roles=list(roles),
+        priced=unpriced == 0,
+        unpriced_attempts=unpriced,
+        by_role=by_role,
+        spent_usd=spent_usd,
+    )
     if unpriced or not tasks:
         return m
     total = sum(c for c in costs if c is not None)
@@ -235,6 +262,7 @@ def group_metrics(
     finish_reasons: Mapping[str, int] | None = None,
     cost_roles: Sequence[str] = ("agent",),
     cost_by_role: dict[str, float | None] | None = None,
+    spent_usd: float | None = None,
     k_values: Sequence[int] = K_VALUES,
     view: ScoreView = CANONICAL,
 ) -> GroupMetrics:
@@ -281,21 +309,53 @@ def group_metrics(
         retention=retention,
         signatures=dict(sorted((signatures or {}).items(), key=lambda kv: (-kv[1], kv[0]))),
         finish_reasons=dict(sorted((finish_reasons or {}).items(), key=lambda kv: (-kv[1], kv[0]))),
-        cost=_cost_metrics(valid, p1, k_of_k, cost_roles, dict(cost_by_role or {})),
+        cost=_cost_metrics(valid, p1, k_of_k, cost_roles, dict(cost_by_role or {}), spent_usd),
     )
+
+
+def role_spend(
+    rows: Sequence[ResultRow], prices: Mapping[str, Price], role_models: Mapping[str, str]
+) -> dict[str, RoleSpend]:
+    """Per role, every token `rows` spent (system errors and retried tries included) and its cost."""
+    out: dict[str, RoleSpend] = {}
+    for r in rows:
+        for usage in (r.usage, r.retried_usage):
+            for role, u in usage.items():
+                s = out.setdefault(role, RoleSpend())
+                for f in TOKEN_FIELDS:
+                    setattr(s, f, getattr(s, f) + getattr(u, f))
+                calls = (u.model_extra or {}).get("calls")
+                s.calls += calls if isinstance(calls, int) else 0
+                c = u.cost(prices, role_models.get(role))
+                s.usd = None if c is None or s.usd is None else s.usd + c
+    return dict(sorted(out.items()))
 
 
 def _role_totals(
     rows: Sequence[ResultRow], prices: Mapping[str, Price], role_models: Mapping[str, str]
 ) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
+    return {role: s.usd for role, s in role_spend(rows, prices, role_models).items()}
+
+
+def _spent(
+    rows: Sequence[ResultRow],
+    prices: Mapping[str, Price],
+    roles: Sequence[str],
+    role_models: Mapping[str, str],
+) -> float | None:
+    """USD `roles` spent over `rows`, every try included; None when some of it is unpriced."""
+    total = 0.0
     for r in rows:
-        for role, u in r.usage.items():
-            c = u.cost(prices, role_models.get(role))
-            out[role] = (
-                None if c is None or (role in out and out[role] is None) else (out.get(role) or 0.0) + c
-            )
-    return dict(sorted(out.items()))
+        c = r.spent(prices, roles, role_models)
+        if c is None:
+            return None
+        total += c
+    return total
+
+
+def _retries(row: ResultRow) -> int:
+    n = (row.model_extra or {}).get("retries")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def _dig(data: Any, *path: str) -> Any:
@@ -372,6 +432,7 @@ def run_metrics(
     superseded_rows: int = 0,
     colliding_rows: int = 0,
     part_way_rows: int = 0,
+    replaced: Sequence[ResultRow] = (),
 ) -> RunMetrics:
     """All metrics of one run, overall and per domain, in the canonical view
     and (`diagnostic`) with system errors excluded (bench.report.views).
@@ -379,7 +440,8 @@ def run_metrics(
     `k` defaults to the manifest's repeats, else the most rows any task has.
     Prices: a row's recorded `cost_usd` wins; otherwise `prices` (overriding
     the manifest's table) prices the role's tokens by the model in the usage
-    entry or, failing that, the manifest's model for that role.
+    entry or, failing that, the manifest's model for that role. `replaced`: rows a
+    later row superseded (a resumed run's): in no figure, but in what was spent.
     """
     manifest = dict(manifest or {})
     table = {**manifest_prices(manifest), **(prices or {})}
@@ -390,6 +452,10 @@ def run_metrics(
     sigs: dict[str, Counter[str]] = defaultdict(Counter)
     finishes: dict[str, Counter[str]] = defaultdict(Counter)
     domain_rows: dict[str, list[ResultRow]] = defaultdict(list)
+    # what was spent: every row and the rows it superseded (all their tries)
+    spending: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in [*rows, *replaced]:
+        spending[r.domain or UNKNOWN_DOMAIN].append(r)
     for r in rows:
         d = r.domain or UNKNOWN_DOMAIN
         domain_rows[d].append(r)
@@ -415,7 +481,8 @@ def run_metrics(
                 signatures=sigs[d],
                 finish_reasons=finishes[d],
                 cost_roles=cost_roles,
-                cost_by_role=_role_totals(domain_rows[d], table, role_models),
+                cost_by_role=_role_totals(spending[d], table, role_models),
+                spent_usd=_spent(spending[d], table, cost_roles, role_models),
                 view=view,
             )
             for d in sorted(domain_rows)
@@ -426,7 +493,8 @@ def run_metrics(
             signatures=merged(sigs, domain_rows),
             finish_reasons=merged(finishes, domain_rows),
             cost_roles=cost_roles,
-            cost_by_role=_role_totals(rows, table, role_models),
+            cost_by_role=_role_totals([*rows, *replaced], table, role_models),
+            spent_usd=_spent([*rows, *replaced], table, cost_roles, role_models),
             view=view,
         )
         return overall, per_domain
@@ -459,6 +527,10 @@ def run_metrics(
         colliding_rows=colliding_rows,
         part_way_rows=part_way_rows,
         errors_logged=errors_logged,
+        retried_tries=sum(_retries(r) for r in rows),
+        spent=role_spend([*rows, *replaced], table, role_models),
+        judge_errors=sum(r.judge_errors for r in rows),
+        judge_error_attempts=sum(r.judge_errors > 0 for r in rows),
         system_error_causes=count_causes(r.error_cause for r in rows if r.system_error),
         tokens_mean=tokens,
         timings_mean_s=timings,
@@ -491,6 +563,7 @@ def metrics_for_run(
         superseded_rows=run.superseded,
         colliding_rows=run.collisions,
         part_way_rows=len(run.rows) - len(rows),
+        replaced=run.replaced,
     )
 
 

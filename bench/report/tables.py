@@ -240,12 +240,60 @@ def flag_lines(r: RunMetrics) -> list[str]:
         )
     if r.errors_logged:
         out.append(f"errors.jsonl holds {r.errors_logged} entries.")
+    judge_errors = judge_errors_text(r)
+    if judge_errors:
+        out.append(judge_errors[0].upper() + judge_errors[1:] + ".")
     if not r.cost.priced:
         out.append(
             f"{r.cost.unpriced_attempts} attempts have token usage but no recorded cost and no price "
             f"for their model: cost metrics are not shown (give a price table with --models-config)."
         )
     return out
+
+
+def fmt_tokens(n: int) -> str:
+    return f"{n:,}".replace(",", " ")
+
+
+def spend_rows(r: RunMetrics) -> tuple[list[str], list[list[str]]]:
+    """Every token the run spent, per role: all rows (system errors too) and all their
+    tries (the retried ones too), and its cost."""
+    header = ["role", "input tokens", "cached", "output tokens", "requests", "USD"]
+    rows = [
+        [
+            role,
+            fmt_tokens(x.input_tokens),
+            fmt_tokens(x.cached_tokens),
+            fmt_tokens(x.output_tokens),
+            fmt_tokens(x.calls),
+            fmt_usd(x.usd),
+        ]
+        for role, x in r.spent.items()
+    ]
+    return header, rows
+
+
+def spend_text(r: RunMetrics) -> str:
+    """One line: what the run actually spent, by role."""
+    if not r.spent:
+        return "spent: no model tokens recorded"
+    known = [x.usd for x in r.spent.values()]
+    total = None if None in known else sum(x for x in known if x is not None)
+    roles = ", ".join(
+        f"{role} {fmt_tokens(x.input_tokens)} in / {fmt_tokens(x.output_tokens)} out tokens ({fmt_usd(x.usd)})"
+        for role, x in r.spent.items()
+    )
+    retried = f"; {r.retried_tries} retried tries included" if r.retried_tries else ""
+    return f"spent (all roles, all rows and tries): {fmt_usd(total)}: {roles}{retried}"
+
+
+def judge_errors_text(r: RunMetrics) -> str | None:
+    if not r.judge_errors:
+        return None
+    return (
+        f"judge errors: {r.judge_errors} rubric replies could not be read, in {r.judge_error_attempts} "
+        "attempts (each counted as a failed rubric, never a yes; the attempt pages show the replies)"
+    )
 
 
 def frontier_text(report: Report) -> str:

@@ -35,8 +35,8 @@ first waits for the simulated user's answer and, refused, is answered with a
 tool error instead (also `via_mcp` False; bench.rollout.harness.approval).
 A model endpoint that stays down raises
 `ModelEndpointError`, an MCP endpoint that fails raises `McpEndpointError`;
-both carry the partial trajectory in `.trajectory` (system errors: never a
-score).
+both carry the partial trajectory in `.trajectory` (finish reason
+`system_error`, its tokens priced: system errors are never a score, but spend).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from bench.rollout.harness.approval import needs_approval, question, refusal
 from bench.rollout.harness.hook import tool_message
 from bench.rollout.harness.state_check import EXTRA_TURNS, EffectsProbe, check_turn
 from bench.rollout.tools import apply_overrides, mcp_tool_to_openai, parse_arguments
-from bench.rollout.trajectory import ToolCall, Trajectory, UserTurn
+from bench.rollout.trajectory import SYSTEM_ERROR, ToolCall, Trajectory, UserTurn
 from bench.rollout.user_sim import ApprovingUser, LLMUser, UserPolicy
 from sandbox import list_all_tools, recorded_argument_text
 
@@ -221,11 +221,13 @@ async def run_loop(
     except TimeoutError as exc:
         if not timeout.expired():
             run.error = f"MCP endpoint timed out: {exc!r}"
+            run.finish = run.finish or SYSTEM_ERROR
             run.timings["total"] = time.perf_counter() - t0
             raise McpEndpointError(run.error, run.trajectory()) from exc
         run.finish = "timeout"
     except (ModelEndpointError, McpEndpointError) as exc:
         run.error = f"system error: {exc}"
+        run.finish = run.finish or SYSTEM_ERROR  # the conversation did not end: tbx's side failed
         run.timings["total"] = time.perf_counter() - t0
         exc.trajectory = run.trajectory()
         raise
@@ -348,7 +350,14 @@ async def run_agent(
             harness=parse_harness(harness),
             effects_probe=effects_probe,
         )
-        traj = await run_loop(spec, policy, user_policy, mcp_url, headers, ledger=ledger)
+        try:
+            traj = await run_loop(spec, policy, user_policy, mcp_url, headers, ledger=ledger)
+        except Exception as exc:
+            # a system error's partial trajectory is priced too: its tokens were spent
+            partial = getattr(exc, "trajectory", None)
+            if config is not None and isinstance(partial, Trajectory):
+                partial.cost_usd = ledger.cost(config)
+            raise
         if config is not None:
             traj.cost_usd = ledger.cost(config)
         return traj

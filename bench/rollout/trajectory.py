@@ -12,21 +12,19 @@ conversation can be replayed with `ScriptedUser.from_trajectory`.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from bench.llm.client import Usage
 
-FinishReason = Literal["done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error"]
-FINISH_REASONS: tuple[FinishReason, ...] = (
-    "done",
-    "user_done",
-    "agent_limit",
-    "user_limit",
-    "timeout",
-    "agent_error",
-)
+# What ended an attempt. `system_error`: tbx's side failed (a model endpoint, the
+# sandbox, ...; the row's `cause` says which), never the agent.
+FinishReason = Literal[
+    "done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error", "system_error"
+]
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+SYSTEM_ERROR: FinishReason = "system_error"
 
 
 class Message(BaseModel):

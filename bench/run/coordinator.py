@@ -43,7 +43,8 @@ from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
-from bench.run.recording import write_graded, write_retried_error, write_system_error
+from bench.run.recording import try_usage, write_graded, write_retried_error, write_system_error
+from bench.run.results import RoleUsage, add_usage
 from bench.run.retries import RetryPolicy
 from judge import AttemptRecord
 from sandbox import DockerProvider, Limits, SandboxProvider, new_id
@@ -126,9 +127,13 @@ class Coordinator:
         self._preparations_lock = threading.Lock()
         # (task id, repeat) -> the messages of its tries that failed and were retried
         self._tries: dict[tuple[str, int], list[str]] = {}
+        # (task id, repeat) -> what those tries spent, per role (the row's `retried_usage`)
+        self._spent: dict[tuple[str, int], dict[str, RoleUsage]] = {}
         # System errors by cause (bench.run.causes): the attempts' final ones, the retried tries.
         self.error_causes: Counter[str] = Counter()
         self.retried_causes: Counter[str] = Counter()
+        # Rubric replies the judge gave that could not be read, in the graded attempts so far.
+        self.judge_errors = 0
         # What stopped the run (the output could not be written), raised once the attempts in flight end.
         self._fatal: OutputUnwritable | None = None
         self.gate = DaemonGate(
@@ -423,10 +428,22 @@ class Coordinator:
         timings: dict[str, float],
     ) -> None:
         verdict = graded.verdict
-        retried = self._tries.pop((task.id, record.repeat), [])
-        write_graded(self.output, task, record, outcome, graded, timings, retried=retried)
+        key = (task.id, record.repeat)
+        retried = self._tries.pop(key, [])
+        write_graded(
+            self.output,
+            task,
+            record,
+            outcome,
+            graded,
+            timings,
+            retried=retried,
+            retried_usage=self._spent.pop(key, {}),
+            models=self.config,
+        )
         self._counts["done"] += 1
         self._counts["passed" if verdict.passed else "failed"] += 1
+        self.judge_errors += verdict.judge_errors
         if self.progress:
             self.progress(self, task, record.repeat, verdict.summary())
 
@@ -467,6 +484,7 @@ class Coordinator:
                 phase=phase,
             )
             self._tries[key] = [*earlier, message]
+            self._spent[key] = add_usage(self._spent.get(key, {}), try_usage(traj))
             self.retried_causes[fault.cause] += 1
             if self.progress:
                 self.progress(self, task, record.repeat, f"system error, retrying: {message[:200]}")
@@ -482,6 +500,7 @@ class Coordinator:
             timings,
             fault=fault,
             retried=earlier,
+            retried_usage=self._spent.pop(key, {}),
             phase=phase,
         )
         self._counts["done"] += 1

@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
+from bench.llm.config import ModelsConfig
 from bench.run.errors import GradingError
+from bench.run.results import RoleUsage
 from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide, limit_verdict
 from servers.registry import load_domain
 
@@ -24,10 +26,43 @@ RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
 NO_JUDGE = "task has rubrics but the config names no judge role (add one, or pass --skip-rubrics)"
 
 
+JUDGE_ROLE = "judge"  # the role the rubric judge's spend is recorded under (a row's `usage`)
+# RubricAnswer.usage's keys (the judge's interface)
+JUDGE_USAGE_KEYS = ("input_tokens", "cached_tokens", "output_tokens", "requests")
+
+
 class Graded(BaseModel):
     verdict: Verdict
     answers: list[RubricAnswer] | None = None
     rubrics_skipped: bool = False
+    asked: bool = False  # `answers` were asked of the judge now (not recorded ones reused)
+
+    def judge_usage(self, prices: ModelsConfig | None = None) -> dict[str, RoleUsage]:
+        """The judge's spend on the answers asked now, as a row's `usage` entry of the
+        judge role (priced by `prices` when it has the model's price; else the report
+        prices the tokens); empty when nothing was asked or no answer recorded tokens."""
+        return judge_spend(self.answers or [], prices) if self.asked else {}
+
+
+def judge_spend(answers: Sequence[RubricAnswer], prices: ModelsConfig | None = None) -> dict[str, RoleUsage]:
+    """The tokens `answers` recorded (RubricAnswer.usage), summed under the judge role."""
+    counted = [a for a in answers if a.usage is not None]
+    if not counted:
+        return {}
+    total = {k: sum((a.usage or {}).get(k, 0) for a in counted) for k in JUDGE_USAGE_KEYS}
+    model = ",".join(dict.fromkeys(a.model for a in counted if a.model)) or None
+    cost = (
+        prices.cost(model, total["input_tokens"], total["cached_tokens"], total["output_tokens"])
+        if (prices is not None and model is not None)
+        else None
+    )
+    usage = {f: total[f] for f in ("input_tokens", "cached_tokens", "output_tokens")}
+    # `calls`: the model requests, as bench.llm.client.Usage counts them for the other roles
+    return {
+        JUDGE_ROLE: RoleUsage.model_validate(
+            {"model": model, **usage, "cost_usd": cost, "calls": total["requests"]}
+        )
+    }
 
 
 def task_rubrics(bench: Benchmark, task: Task) -> list[str]:
@@ -92,14 +127,16 @@ async def grade(
     if skipped:
         rubrics = []
     answers: list[RubricAnswer] | None = None
+    asked = False
     if rubrics:
         if recorded is not None and [a.question for a in recorded] == rubrics:
             answers = recorded
         elif judge is not None:
             answers = await judge(rubrics, final_message or "")
+            asked = True
         else:
             raise GradingError(no_judge)
-    return judged(
+    graded = judged(
         bench,
         task,
         golden,
@@ -111,6 +148,8 @@ async def grade(
         answers=answers,
         rubrics_skipped=skipped,
     )
+    graded.asked = asked
+    return graded
 
 
 def judged(

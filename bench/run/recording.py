@@ -14,14 +14,16 @@ from __future__ import annotations
 import contextlib
 import json
 import traceback
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from bench.dataset import Task
-from bench.rollout.trajectory import Trajectory
-from bench.run.attempt import AttemptOutcome, TryPhase
+from bench.llm.config import ModelsConfig
+from bench.rollout.trajectory import SYSTEM_ERROR, Trajectory
+from bench.run.attempt import AttemptOutcome, TryPhase, usage_of
 from bench.run.grading import Graded
 from bench.run.output import RunOutput
-from bench.run.results import ResultRow
+from bench.run.results import ResultRow, RoleUsage, add_usage
 from judge import AttemptRecord
 from sandbox import Fault
 
@@ -30,9 +32,21 @@ def _timings(timings: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in timings.items()}
 
 
-def _retry_fields(retried: list[str] | None) -> dict[str, object]:
-    """A row's record of the earlier tries of its (task, repeat) that were retried."""
-    return {"retries": len(retried or []), "retried_errors": list(retried or [])}
+def _retry_fields(
+    retried: list[str] | None, retried_usage: Mapping[str, RoleUsage] | None
+) -> dict[str, object]:
+    """A row's record of the earlier tries of its (task, repeat) that were retried: how
+    many, their errors, and what they spent (per role)."""
+    return {
+        "retries": len(retried or []),
+        "retried_errors": list(retried or []),
+        "retried_usage": dict(retried_usage or {}),
+    }
+
+
+def try_usage(traj: Trajectory | None) -> dict[str, RoleUsage]:
+    """What a try spent, per role, as its trajectory recorded it (a system error's too)."""
+    return usage_of(traj) if traj is not None else {}
 
 
 def write_graded(
@@ -44,10 +58,13 @@ def write_graded(
     timings: dict[str, float],
     *,
     retried: list[str] | None = None,
+    retried_usage: Mapping[str, RoleUsage] | None = None,
+    models: ModelsConfig | None = None,
 ) -> ResultRow:
     """Write a graded attempt (states, trajectory, record, row); returns the row.
     `retried`: the messages of this (task, repeat)'s earlier tries that ended in
-    a system error (bench.run.retries)."""
+    a system error (bench.run.retries), `retried_usage` what they spent. The row's
+    usage is the try's and the judge's on the answers asked now (priced by `models`)."""
     assert outcome.initial_state is not None
     assert outcome.terminal_state is not None or outcome.resource_limit is not None
     verdict = graded.verdict
@@ -73,7 +90,7 @@ def write_graded(
             "system_error": False,
             "signature": verdict.signature,
             "finish_reason": outcome.finish_reason,
-            "usage": outcome.usage,
+            "usage": add_usage(outcome.usage, graded.judge_usage(models)),
             "timings": _timings(timings),
             "attempt_id": record.attempt_id,
             "attempt_file": attempt_file,
@@ -81,7 +98,8 @@ def write_graded(
             "strict_match": verdict.strict,
             "differences": len(verdict.differences),
             "rubrics_skipped": graded.rubrics_skipped,
-            **_retry_fields(retried),
+            "judge_errors": verdict.judge_errors,
+            **_retry_fields(retried, retried_usage),
             **({"node": outcome.node} if outcome.node else {}),
             # started part-way: this many calls were replayed before the agent had it
             **({"prefix_calls": len(outcome.prefix)} if outcome.prefix else {}),
@@ -102,11 +120,13 @@ def write_system_error(
     *,
     fault: Fault,
     retried: list[str] | None = None,
+    retried_usage: Mapping[str, RoleUsage] | None = None,
     phase: TryPhase | None = None,
 ) -> ResultRow:
     """Write an attempt that ended in a system error (its last try); returns its row.
     `fault`: the error's (bench.run.causes.fault_of), written with it as its `cause`;
-    `phase`: where the try failed (errors.jsonl's `phase`), when known."""
+    `phase`: where the try failed (errors.jsonl's `phase`), when known. The row's finish
+    reason is `system_error` (what ended it), its usage what the trajectory recorded."""
     _error_line(
         output,
         task,
@@ -117,6 +137,7 @@ def write_system_error(
         fault=fault,
         retried=False,
         tries=len(retried or []) + 1,
+        timings=timings,
         phase=phase,
     )
     row = ResultRow.model_validate(
@@ -128,10 +149,11 @@ def write_system_error(
             "system_error": True,
             "error": message,
             "cause": fault.cause,
-            "finish_reason": traj.finish_reason if traj else None,
+            "finish_reason": SYSTEM_ERROR,
+            "usage": try_usage(traj),
             "timings": _timings(timings),
             "attempt_id": record.attempt_id,
-            **_retry_fields(retried),
+            **_retry_fields(retried, retried_usage),
         }
     )
     output.append(output.results, row.to_json_line())
@@ -179,7 +201,7 @@ def _error_line(
     fault: Fault,
     retried: bool,
     tries: int,
-    timings: dict[str, float] | None = None,
+    timings: dict[str, float],
     phase: TryPhase | None = None,
 ) -> None:
     rel = output.write_trajectory(record.attempt_id, traj)
@@ -201,8 +223,10 @@ def _error_line(
     }
     if phase is not None:
         error["phase"] = phase
-    if timings:
-        error["timings"] = _timings(timings)
+    error["timings"] = _timings(timings)  # what was measured before the failure (maybe nothing)
+    spent = try_usage(traj)
+    if spent:  # what this try spent (a retried try's is also summed into its row's retried_usage)
+        error["usage"] = {role: u.model_dump(mode="json") for role, u in spent.items()}
     output.append(output.errors, json.dumps(error))
 
 

@@ -29,7 +29,8 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark
 from bench.run.errors import GradingError
 from bench.run.golden import GoldenStore
-from bench.run.grading import grade
+from bench.run.grading import JUDGE_ROLE, Graded, grade
+from bench.run.results import RoleUsage
 from bench.terminal_text import printable
 from judge import (
     AttemptRecord,
@@ -66,6 +67,12 @@ class RegradeSummary(BaseModel):
     golden_replays: int = 0
     rubrics_graded: int = 0  # attempts of a --skip-rubrics run whose rubrics the judge graded now
     rubrics_still_skipped: int = 0  # such attempts left on state alone: no judge configured
+    # Rubric replies of the regraded verdicts the judge gave that could not be read
+    # (never a yes), and in how many attempts.
+    judge_errors: int = 0
+    judge_error_attempts: int = 0
+    # What the judge spent answering now (--rejudge-rubrics, or rubrics never answered).
+    judge_usage: RoleUsage | None = None
 
 
 async def grade_record(
@@ -77,7 +84,7 @@ async def grade_record(
     *,
     rejudge_rubrics: bool = False,
     skip_rubrics: bool = False,
-) -> Verdict:
+) -> Graded:
     """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
     and a judge is given. `skip_rubrics`: judge a rubric task on state alone."""
@@ -111,7 +118,7 @@ async def grade_record(
         raise RegradeError(str(exc)) from None
     if graded.answers is not None and graded.answers is not recorded:
         record.rubric_answers = graded.answers
-    return graded.verdict
+    return graded
 
 
 def attempt_files(results: Path) -> list[Path]:
@@ -157,6 +164,7 @@ async def regrade(
     rows = _rows_by_file(results)
     summary.attempts = len(files)
     verdicts: dict[Path, Verdict] = {}
+    judge_spent: dict[Path, RoleUsage] = {}  # the judge's spend on answers asked now
     sem = asyncio.Semaphore(max(1, concurrency))
     signatures: Counter[str] = Counter()
 
@@ -174,7 +182,7 @@ async def regrade(
             # A --skip-rubrics run's rubric task: graded now if there is a judge, else on state again.
             was_skipped = bool(rows.get(path, {}).get("rubrics_skipped")) and not record.rubric_answers
             try:
-                verdict = await grade_record(
+                graded = await grade_record(
                     bench,
                     record,
                     path.parent,
@@ -188,6 +196,15 @@ async def regrade(
             except Exception as exc:  # one bad record is reported, the rest are regraded
                 summary.errors.append(f"{path.name}: {exc.__class__.__name__}: {exc}")
                 return
+            verdict = graded.verdict
+            spent = graded.judge_usage().get(JUDGE_ROLE)
+            if spent is not None:
+                judge_spent[path] = spent
+                summary.judge_usage = (
+                    spent if summary.judge_usage is None else summary.judge_usage.plus(spent)
+                )
+            summary.judge_errors += verdict.judge_errors
+            summary.judge_error_attempts += verdict.judge_errors > 0
             summary.regraded += 1
             summary.passed += verdict.passed
             if was_skipped:
@@ -218,15 +235,20 @@ async def regrade(
     summary.errors.sort()
     summary.golden_replays = store.replays
     if write:
-        _rewrite_rows(results, verdicts, rows)
+        _rewrite_rows(results, verdicts, rows, judge_spent)
     return summary
 
 
 def _rewrite_rows(
-    results: Path, verdicts: dict[Path, Verdict], graded_rows: dict[Path, dict[str, Any]]
+    results: Path,
+    verdicts: dict[Path, Verdict],
+    graded_rows: dict[Path, dict[str, Any]],
+    judge_spent: dict[Path, RoleUsage] | None = None,
 ) -> None:
     """Rewrite results.jsonl with the new verdicts (and the `rubrics_skipped` flags of
-    `graded_rows`, the rows `regrade` read and updated)."""
+    `graded_rows`, the rows `regrade` read and updated). A row whose rubrics the judge
+    answered now (`judge_spent`) gets that spend as its judge usage; the judge usage it
+    had, for answers now replaced, moves to its `retried_usage` (spent all the same)."""
     rows = _read_rows(results)
     if not rows:
         return
@@ -253,9 +275,26 @@ def _rewrite_rows(
                 row[key] = value
         if "verdict" in row:
             row["verdict"] = v.model_dump(mode="json")
+        if v.judge_errors or "judge_errors" in row:
+            row["judge_errors"] = v.judge_errors
+        spent = (judge_spent or {}).get(path)
+        if spent is not None:
+            _replace_judge_usage(row, spent)
         changed = True
     if changed:
         atomic_write(results / "results.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())
+
+
+def _replace_judge_usage(row: dict[str, Any], spent: RoleUsage) -> None:
+    usage = row.get("usage") if isinstance(row.get("usage"), dict) else {}
+    before = usage.get(JUDGE_ROLE) if isinstance(usage, dict) else None
+    row["usage"] = {**(usage or {}), JUDGE_ROLE: spent.model_dump(mode="json")}
+    if isinstance(before, dict):
+        earlier = row.get("retried_usage") if isinstance(row.get("retried_usage"), dict) else {}
+        old = RoleUsage.model_validate(before)
+        if isinstance(earlier, dict) and isinstance(earlier.get(JUDGE_ROLE), dict):
+            old = RoleUsage.model_validate(earlier[JUDGE_ROLE]).plus(old)
+        row["retried_usage"] = {**(earlier or {}), JUDGE_ROLE: old.model_dump(mode="json")}
 
 
 def format_summary(s: RegradeSummary) -> str:
@@ -282,6 +321,17 @@ def format_summary(s: RegradeSummary) -> str:
         lines.append(
             f"{s.rubrics_still_skipped} attempts of a --skip-rubrics run still judged on state alone: "
             "configure a judge (--judge-model or TBX_JUDGE_MODEL) to grade their rubrics"
+        )
+    if s.judge_errors:
+        lines.append(
+            f"judge errors: {s.judge_errors} rubric replies could not be read, in {s.judge_error_attempts} "
+            "attempts (each a failed rubric; the attempt pages show the replies)"
+        )
+    if s.judge_usage is not None:
+        u = s.judge_usage
+        lines.append(
+            f"judge spent {u.input_tokens} input ({u.cached_tokens} cached) / {u.output_tokens} output tokens "
+            f"in {(u.model_extra or {}).get('calls', 0)} requests"
         )
     if s.golden_replays:
         lines.append(f"golden states replayed: {s.golden_replays}")

@@ -31,6 +31,10 @@ class ResultsError(ValueError):
     """A run directory or one of its files is missing or malformed."""
 
 
+# Numeric extras of a role's usage (bench.llm.client.Usage's) that add up across tries.
+COUNTED_EXTRAS = ("calls", "latency_ms")
+
+
 class RoleUsage(BaseModel):
     """Token totals of one LLM role (agent, user, judge) in one attempt.
 
@@ -50,6 +54,27 @@ class RoleUsage(BaseModel):
     def empty(self) -> bool:
         return not (self.input_tokens or self.cached_tokens or self.output_tokens)
 
+    def plus(self, other: RoleUsage) -> RoleUsage:
+        """Both spends together: tokens and request counts added, the models named once;
+        the cost recorded when every part that used tokens recorded one (else None: the
+        tokens are priced by the table)."""
+        names = [m for u in (self, other) if u.model for m in u.model.split(",")]
+        used = [u for u in (self, other) if not u.empty]
+        costs = [u.cost_usd for u in used]
+        extra = {
+            key: (self.model_extra or {}).get(key, 0) + (other.model_extra or {}).get(key, 0)
+            for key in COUNTED_EXTRAS
+            if key in (self.model_extra or {}) or key in (other.model_extra or {})
+        }
+        return RoleUsage(
+            model=",".join(dict.fromkeys(names)) or None,
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=None if not used or None in costs else sum(c for c in costs if c is not None),
+            **extra,
+        )
+
     def cost(self, prices: Mapping[str, Price], model: str | None = None) -> float | None:
         """USD: `cost_usd` if recorded, else tokens × the price of `self.model`
         (or `model` when the row names none); 0 for no tokens; None when unpriced."""
@@ -63,6 +88,15 @@ class RoleUsage(BaseModel):
         return price.cost(self.input_tokens, self.cached_tokens, self.output_tokens)
 
 
+def add_usage(*parts: Mapping[str, RoleUsage]) -> dict[str, RoleUsage]:
+    """Per role, the spends of `parts` together (RoleUsage.plus)."""
+    out: dict[str, RoleUsage] = {}
+    for part in parts:
+        for role, u in part.items():
+            out[role] = out[role].plus(u) if role in out else u
+    return out
+
+
 class ResultRow(BaseModel):
     """One attempt (task × repeat) of a run.
 
@@ -70,6 +104,11 @@ class ResultRow(BaseModel):
     (tool_use | wrong_state_update | incomplete_resolution | no_state_change |
     rubric_failed), None for a pass or a system error. `usage` is per role;
     `timings` is seconds per phase (e.g. sandbox, agent, judge, teardown).
+    `usage` is the spend of the try the row records (a system error's too: what its
+    trajectory held; the rubric judge's under `judge`); `retried_usage` the spend of the
+    earlier tries of its (task, repeat) that ended in a system error and were retried
+    (written only when there were any). `judge_errors`: rubric replies the judge gave
+    that could not be read (never a yes).
     `system_error` also accepts the error message (a string), which is then
     kept as `error`. `cause` is a system error's cause (sandbox.faults), written
     with it; rows of older runs lack it (`error_cause` reads their message).
@@ -88,6 +127,8 @@ class ResultRow(BaseModel):
     finish_reason: str | None = None
     usage: dict[str, RoleUsage] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict)
+    retried_usage: dict[str, RoleUsage] = Field(default_factory=dict)
+    judge_errors: int = Field(default=0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -138,10 +179,30 @@ class ResultRow(BaseModel):
             total += c
         return total
 
+    @property
+    def spent_usage(self) -> dict[str, RoleUsage]:
+        """Per role, every token this (task, repeat) spent: its row's try and the retried ones."""
+        return add_usage(self.usage, self.retried_usage)
+
+    def spent(
+        self,
+        prices: Mapping[str, Price],
+        roles: Iterable[str] = ("agent",),
+        role_models: Mapping[str, str] | None = None,
+    ) -> float | None:
+        """USD `roles` spent on this (task, repeat), its retried tries included (`cost` is
+        the row's own try); None when some of it is unpriced."""
+        retried = self.model_copy(update={"usage": self.retried_usage}).cost(prices, roles, role_models)
+        own = self.cost(prices, roles, role_models)
+        return None if own is None or retried is None else own + retried
+
     def to_json_line(self) -> str:
         data = self.model_dump(mode="json", exclude_none=False)
         if data.get("cause") is None:
             data.pop("cause", None)  # only a system error's row has one
+        for key in ("retried_usage", "judge_errors"):  # only on the rows that have some
+            if not data.get(key):
+                data.pop(key, None)
         return json.dumps(data, ensure_ascii=False) + "\n"
 
 
@@ -178,6 +239,8 @@ class RunDir(BaseModel):
     rows: list[ResultRow] = Field(default_factory=list)
     errors: list[dict[str, Any]] = Field(default_factory=list)  # errors.jsonl lines
     superseded: int = 0  # rows replaced by a later row for the same (task_id, repeat)
+    # those rows: in no figure, but what their tries spent was spent (bench.report.metrics)
+    replaced: list[ResultRow] = Field(default_factory=list)
     # of those, graded rows (not system errors, which a resumed run retries): two graded
     # attempts under one (task_id, repeat) is a collision, not a retry
     collisions: int = 0
@@ -223,6 +286,7 @@ def load_run(path: str | Path) -> RunDir:
         raise ResultsError(f"{root}: no {RESULTS_FILE} (is this a tbx run directory?)")
     all_rows = read_rows(results)
     rows, superseded = dedupe_rows(all_rows)
+    kept = {id(r) for r in rows}
     manifest: dict[str, Any] = {}
     mpath = root / MANIFEST_FILE
     if mpath.is_file():
@@ -250,5 +314,6 @@ def load_run(path: str | Path) -> RunDir:
         rows=rows,
         errors=errors,
         superseded=superseded,
+        replaced=[r for r in all_rows if id(r) not in kept],
         collisions=colliding_rows(all_rows),
     )

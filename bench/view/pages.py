@@ -523,6 +523,11 @@ def own_effects(effects: Effects) -> str:
     return "".join(parts)
 
 
+def _retried_spend(s: Summary) -> str:
+    """The tokens the retried tries of the attempt's (task, repeat) spent, when any."""
+    return f" · {fmt_num(s.retried_tokens)} more tokens in retried tries" if s.retried_tokens else ""
+
+
 def attempt_page(
     a: Attempt,
     s: Summary,
@@ -540,7 +545,7 @@ def attempt_page(
         f"<h1>{_e(row.task_id)} · repeat {row.repeat}</h1>",
         f"<p>{_verdict(s.mark)} {_sig(s.signature)} · run <b>{_e(a.run.label)}</b> · finish reason "
         f"<b>{_e(s.finish_reason or '—')}</b> · {fmt_num(s.tool_calls)} tool calls · "
-        f"{fmt_num(s.tokens)} tokens · {fmt_usd(s.cost)} (all roles) · {fmt_num(s.duration)} s · other repeats {_strip(strip, root, s.attempt_id)}</p>",
+        f"{fmt_num(s.tokens)} tokens · {fmt_usd(s.cost)} (all roles){_retried_spend(s)} · {fmt_num(s.duration)} s · other repeats {_strip(strip, root, s.attempt_id)}</p>",
         f'<p class="note">attempt <code>{_e(a.attempt_id)}</code></p>',
     ]
     command = revive_command(a)
@@ -554,7 +559,11 @@ def attempt_page(
         why = [d.describe() for d in verdict.differences[:5]]
         more = len(verdict.differences) - len(why)
         why += [
-            f"rubric answered {x.answer or 'unparsed'}: {x.question}"
+            (
+                f"judge error (its reply could not be read): {x.question}"
+                if x.judge_error
+                else f"rubric answered {x.answer}: {x.question}"
+            )
             for x in verdict.rubric_answers
             if not x.passed
         ]
@@ -569,7 +578,7 @@ def attempt_page(
         tb = (a.error or {}).get("traceback")
         body.append(
             _message(
-                f"system error (a failed attempt in the {view_title(CANONICAL)} score, "
+                f"system error: {row.error_cause} (a failed attempt in the {view_title(CANONICAL)} score, "
                 f"left out of the {view_title(DIAGNOSTIC)} one)",
                 "error-box",
                 _text(row.error or (rec.system_error if rec else ""))
@@ -605,7 +614,9 @@ def attempt_page(
         )
         body.append(f"<p>{end}</p>")
         if traj.error:
-            body.append(_message("agent error", "error-box", _text(traj.error), ' data-error="1"'))
+            # what stopped the conversation: tbx's side (the row's cause) or the agent's own
+            who = f"system error: {row.error_cause}" if row.system_error else "agent error"
+            body.append(_message(who, "error-box", _text(traj.error), ' data-error="1"'))
     elif rec is not None and rec.trajectory:
         body.append('<p class="note">No trajectory file: the tool calls as the tool proxy recorded them.</p>')
         body += proxy_calls(rec.trajectory, command, prefix)
@@ -630,7 +641,7 @@ def attempt_page(
         rows = [
             [
                 _e(x.question),
-                f'<span class="{"pass" if x.passed else "fail"}">{_e(x.answer or "unparsed")}</span>',
+                f'<span class="{"pass" if x.passed else "fail"}">{_e(x.answer or "judge error")}</span>',
                 # the reference style gives no reason: its one-word reply is what there is
                 _e(x.reason or x.error or (f"replied: {x.raw}" if x.raw else "")),
             ]

@@ -36,6 +36,7 @@ class Summary:
     labels: list[str] = field(default_factory=list)  # distinct difference labels (bench.view.diff.label)
     first_difference: str | None = None
     error: str | None = None
+    retried_tokens: int = 0  # spent by the earlier tries of its (task, repeat) that were retried
 
 
 def task_href(task_id: str) -> str:
@@ -82,6 +83,7 @@ def summarize(a: Attempt) -> Summary:
         labels=list(dict.fromkeys(label(d) for d in differences)),
         first_difference=differences[0].describe() if differences else None,
         error=row.error,
+        retried_tokens=sum(u.input_tokens + u.output_tokens for u in row.retried_usage.values()),
     )
 
 

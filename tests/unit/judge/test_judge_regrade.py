@@ -363,3 +363,61 @@ def test_regrade_asks_in_the_style_the_run_used(
     assert now["rubric_judge"] == "json" and now["bundle_hash"] == bundle_hash(now) != manifest["bundle_hash"]
     graded = read_attempt(results / "attempts/s1.json")
     assert graded.rubric_answers and all(a.reason == "stub" for a in graded.rubric_answers)
+
+
+class SpendingJudge:
+    """A rubric judge (the `judge` regrade calls) whose first answer is yes and the rest
+    unreadable, each having spent 100 input and 10 output tokens in 2 requests."""
+
+    async def judge(self, rubrics: list[str], final_message: str | None) -> list[RubricAnswer]:
+        spent = {"input_tokens": 100, "output_tokens": 10, "cached_tokens": 0, "requests": 2}
+        return [
+            RubricAnswer(question=q, answer="yes", model="j", usage=spent)
+            if i == 0
+            else RubricAnswer(question=q, error="judge error: not JSON", model="j", usage=spent)
+            for i, q in enumerate(rubrics)
+        ]
+
+
+def test_a_rejudged_row_counts_the_judges_errors_and_spend(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from bench.run.regrade import format_summary, regrade
+
+    bench = load_benchmark(dataset, strict=False)
+    cache = tmp_path / "cache"
+    gr = fill_cache(bench, dataset, cache, RUBRIC_TASK)
+    monkeypatch.setattr(golden_mod, "servers_image_id", lambda: IMAGE)
+    rubrics = bench.effective_init(bench.task(RUBRIC_TASK)).rubrics_yesno
+    results = tmp_path / "results"
+    record = AttemptRecord(
+        attempt_id="j1",
+        task_id=RUBRIC_TASK,
+        terminal_state=gr.final_state,
+        final_message="done",
+        rubric_answers=[RubricAnswer(question=q, answer="yes") for q in rubrics],
+    )
+    write_attempt(results / "attempts/j1.json", record)
+    earlier = {"model": "j", "input_tokens": 7, "output_tokens": 1}
+    row = {
+        "attempt_file": "attempts/j1.json",
+        "task_id": RUBRIC_TASK,
+        "passed": True,
+        "usage": {"judge": earlier},
+    }
+    (results / "results.jsonl").write_text(json.dumps(row) + "\n")
+    store = GoldenStore(bench, cache, image_id=IMAGE, allow_replay=False)
+
+    summary = asyncio.run(regrade(results, bench, store, SpendingJudge(), rejudge_rubrics=True))  # type: ignore[arg-type]
+    assert (summary.judge_errors, summary.judge_error_attempts) == (1, 1) and summary.passed == 0
+    assert summary.judge_usage is not None and summary.judge_usage.input_tokens == 200
+    assert json.loads(summary.model_dump_json())["judge_errors"] == 1  # what --json prints
+    assert "judge errors: 1 rubric replies could not be read, in 1 attempts" in format_summary(summary)
+    assert "judge spent 200 input (0 cached) / 20 output tokens in 4 requests" in format_summary(summary)
+    new_row = json.loads((results / "results.jsonl").read_text())
+    # the row's judge usage is the answers it now rests on; the replaced answers' spend stays counted
+    assert new_row["usage"]["judge"]["input_tokens"] == 200 and new_row["usage"]["judge"]["calls"] == 4
+    assert new_row["retried_usage"]["judge"]["input_tokens"] == 7
+    assert new_row["judge_errors"] == 1 and new_row["passed"] is False

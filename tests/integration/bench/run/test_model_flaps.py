@@ -5,7 +5,8 @@ agent would) is wrapped so that its requests, in turn, get a 429, a 500, a
 200 whose body is cut-off JSON, and no answer until the client's timeout;
 every fifth request is answered. With the config's `max_retries: 4` each
 completion gets through, so those attempts pass. Requests of repeat 2
-(recognised by the seed the client sends, `seed` + repeat) always get a 503:
+(recognised by the seed the client sends, `seed` + repeat) get a 503 after each try's
+first step (answered, so each try spends tokens, which its row counts):
 that attempt's endpoint retries run out, each of its tries is a system error
 (model endpoint) and, the run's retries (--max-retries 3) spent, so is its row. The run's
 `done:` line and `tbx report` say how many system errors there were, and why.
@@ -54,6 +55,8 @@ class FlappingModel(StubModel):
     async def _chat(self, request: Request) -> Response:
         body = await request.json()
         if body.get("seed") == SEED + DOWN_REPEAT:
+            if not any(m["role"] == "assistant" for m in body["messages"]):
+                return await super()._chat(request)  # a try's first step is answered: it spends
             return self._fault("503", JSONResponse({"error": {"message": "overloaded"}}, status_code=503))
         n, self.requests = self.requests, self.requests + 1
         match n % 5:
@@ -114,6 +117,11 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     assert down.error.startswith("ModelEndpointError: agent model endpoint") and "HTTP 503" in down.error
     assert "after 5 attempts" in down.error  # the config's max_retries: 4, then no more
     assert (down.model_extra or {})["retries"] == RUN_RETRIES
+    # What ended it, and every try's spend (the stub's 100 input / 10 output tokens a step):
+    # its own try's in `usage`, the retried tries' beside it.
+    assert down.finish_reason == "system_error" and down.cause == "model endpoint"
+    assert (down.usage["agent"].input_tokens, down.usage["agent"].output_tokens) == (100, 10)
+    assert down.retried_usage["agent"].input_tokens == 100 * RUN_RETRIES
     errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
     # Its tries, each a line; the endpoint's errors are all its own. (A busy machine's slow
     # sandbox start may make a try a container error instead: counted under that cause.)
@@ -139,3 +147,6 @@ def test_a_flapping_endpoint_is_retried_and_spent_retries_are_counted_system_err
     )
     metrics = json.loads(as_json.stdout)
     assert metrics["system_errors"] == 1 and metrics["system_error_causes"] == {"model endpoint": 1}
+    spent = sum(r.spent_usage["agent"].input_tokens for r in rows.values())
+    assert metrics["spent"]["agent"]["input_tokens"] == spent >= 100 * (RUN_RETRIES + 1)
+    assert all("timings" in e for e in errors)

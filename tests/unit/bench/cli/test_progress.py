@@ -21,6 +21,7 @@ class FakeRun:
     started: float = 0.0
     phase: str = "starting"
     warm_sandboxes: int = 0
+    judge_errors: int = 0
 
 
 def test_eta_extrapolates_the_mean_attempt_time() -> None:
@@ -36,7 +37,9 @@ def test_status_line_counts_an_unresolved_system_error_as_a_failed_attempt() -> 
     line = status_line(run, now=140.0)
     # canonical: 2 of 4 finished attempts passed; the system error (out of retries) is a failure
     assert line.startswith("[4/10] pass 50% (2/4 canonical) errors 1 retried 3 alive 2+1 warm")
-    assert "elapsed 00:40" in line and "eta 01:00" in line
+    assert "elapsed 00:40" in line and "eta 01:00" in line and "judge errors" not in line
+    run.judge_errors = 2  # unreadable judge replies: said so, never as the agent's "no"
+    assert status_line(run, now=140.0).endswith("eta 01:00 judge errors 2")
 
 
 def test_plain_mode_prints_one_line_per_attempt() -> None:

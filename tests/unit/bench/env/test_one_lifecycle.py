@@ -8,6 +8,7 @@ from both entry points as the same typed system error."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,9 +21,11 @@ from bench.dataset import Benchmark, Task
 from bench.env.episode import Episode
 from bench.env.host import EnvHost, EnvOptions
 from bench.env.protocol import Observation, SubmitMessageAction
-from bench.llm.client import LLMClient
+from bench.llm.client import CallUsage, LLMClient, UsageLedger
 from bench.llm.config import parse_models_config
-from bench.run.attempt import attempt_spec
+from bench.rollout.brief import task_brief
+from bench.rollout.conversation import Conversation, LoopSpec
+from bench.run.attempt import attempt_spec, usage_of
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
 from judge.records import GoldenState
@@ -187,3 +190,27 @@ def test_a_fault_in_each_phase_is_the_same_system_error_from_both(
     assert proxy.attempts() == []  # no registration outlives its attempt
     errors = (tmp_path / "out" / "errors.jsonl").read_text()
     assert EXPECTED[phase] in errors
+    # what ended it, and what was measured before (every errors.jsonl line carries timings)
+    assert [r.finish_reason for r in read_rows(tmp_path / "out" / "results.jsonl")] == ["system_error"]
+    assert all("timings" in json.loads(line) for line in errors.splitlines())
+
+
+def test_an_episodes_spend_is_priced_as_tbx_runs_is(pack: Benchmark, tmp_path: Path) -> None:
+    """`tbx env serve` prices the simulated user's tokens with the models config's table,
+    as `tbx run` does (its rows' `cost_usd` was null)."""
+    config = parse_models_config(
+        {
+            "user": {"base_url": "http://127.0.0.1:9/v1", "model": "u"},
+            "prices": {"u": {"input": 1.0, "output": 4.0}},
+        }
+    )
+    task = pack.task(TASK)
+    host = EnvHost(pack, config, [task], EnvOptions(out=tmp_path / "out", skip_rubrics=True))
+    episode = Episode(host, task, 0)
+    ledger = UsageLedger()
+    ledger.record(CallUsage(role="user", model="u", input_tokens=1000, output_tokens=100))
+    run = Conversation(LoopSpec.of(task_brief(pack, task, "llm"), agent="remote", seed=0), None, None, ledger)  # type: ignore[arg-type]
+    episode._run = run
+    traj = episode._trajectory()
+    assert traj is not None and traj.cost_usd == {"user": (1000 * 1.0 + 100 * 4.0) / 1e6}
+    assert usage_of(traj)["user"].cost_usd == traj.cost_usd["user"]

@@ -232,3 +232,79 @@ def test_part_way_attempts_are_listed_but_never_scored(
     assert main(["compare", str(d), str(e), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [r["k"] for r in runs] == [2, 2]  # the part-way row is no third repeat of retail/1
+
+
+def test_the_totals_are_what_was_spent_and_judge_errors_are_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every token of every role and try is in the totals (a system error's, the
+    retried tries' and a superseded row's too), `--cost-role judge` counts the judge, and unreadable judge
+    replies are counted in the terminal, report.md, report.html and --json."""
+    d = tmp_path / "spend"
+    d.mkdir()
+    agent = {"model": "a", "input_tokens": 17504, "output_tokens": 192}
+    judge = {"model": "j", "input_tokens": 1000, "output_tokens": 100, "calls": 2}
+    rows = [
+        # graded after one retried try; the judge answered and one reply could not be read
+        {
+            "task_id": "retail/1",
+            "repeat": 0,
+            "domain": "retail",
+            "passed": False,
+            "signature": "rubric_failed",
+            "finish_reason": "done",
+            "usage": {"agent": agent, "judge": judge},
+            "retried_usage": {"agent": agent},
+            "retries": 1,
+            "judge_errors": 1,
+        },
+        # a resumed run's earlier row for repeat 1, superseded: in no figure, but spent
+        {
+            "task_id": "retail/1",
+            "repeat": 1,
+            "domain": "retail",
+            "passed": False,
+            "system_error": True,
+            "cause": "model endpoint",
+            "usage": {"agent": agent},
+        },
+        # a system error that still spent its tokens
+        {
+            "task_id": "retail/1",
+            "repeat": 1,
+            "domain": "retail",
+            "passed": False,
+            "system_error": True,
+            "cause": "model endpoint",
+            "error": "ModelEndpointError: HTTP 500",
+            "finish_reason": "system_error",
+            "usage": {"agent": agent},
+        },
+    ]
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prices = {"a": {"input": 1.0, "output": 10.0}, "j": {"input": 2.0, "output": 20.0}}
+    (d / "manifest.json").write_text(json.dumps({"run_name": "spend", "config": {"prices": prices}}))
+    one_try = 17504 / 1e6 + 192 * 10 / 1e6
+    judged = 1000 * 2 / 1e6 + 100 * 20 / 1e6
+
+    assert main(["report", str(d), "--json", "--cost-role", "agent", "--cost-role", "judge"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["spent"]["agent"]["input_tokens"] == 4 * 17504 and data["spent"]["judge"]["calls"] == 2
+    assert data["spent"]["agent"]["usd"] == pytest.approx(4 * one_try) and data["superseded_rows"] == 1
+    assert data["cost"]["by_role"] == {"agent": pytest.approx(4 * one_try), "judge": pytest.approx(judged)}
+    assert data["cost"]["spent_usd"] == pytest.approx(4 * one_try + judged)
+    # the attempts' own cost counts the judge now that it is a cost role (the rows' tries only)
+    assert data["cost"]["total_usd"] == pytest.approx(2 * one_try + judged)
+    assert data["retried_tries"] == 1
+    assert (data["judge_errors"], data["judge_error_attempts"]) == (1, 1)
+
+    assert main(["report", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "spend: spent (all roles, all rows and tries): $0.0" in out and "agent 70 016 in / 768 out" in out
+    assert "1 retried tries included" in out
+    assert "spend: judge errors: 1 rubric replies could not be read, in 1 attempts" in out
+    md = (d / "report.md").read_text()
+    assert "### Tokens spent (all rows, all tries)" in md and "| agent | 70 016 | 0 | 768 | 0 |" in md
+    assert "Judge errors: 1 rubric replies could not be read" in md
+    html = (d / "report.html").read_text()
+    assert "Tokens spent (all rows, all tries)" in html and "Judge errors: 1 rubric replies" in html

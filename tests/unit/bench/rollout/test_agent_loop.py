@@ -225,6 +225,7 @@ async def test_unreachable_mcp_endpoint_is_a_system_error() -> None:
         await run_loop(spec(), PlanAgent([]), ScriptedUser(), "http://127.0.0.1:9/mcp")
     assert "cannot open an MCP session" in str(err.value)
     assert err.value.trajectory is not None and err.value.trajectory.tool_calls == []
+    assert err.value.trajectory.finish_reason == "system_error"
 
 
 # ---------------------------------------------------------------- model-backed agent and user
@@ -295,6 +296,7 @@ async def test_model_endpoint_error_carries_the_partial_trajectory(fake: FakeMcp
     traj = err.value.trajectory
     assert traj is not None and [c.tool for c in traj.tool_calls] == ["get_value"]
     assert traj.error is not None and "system error" in traj.error
+    assert traj.finish_reason == "system_error"  # tbx's side ended it, not the agent
 
 
 async def test_scripted_user_replays_a_trajectory(fake: FakeMcp) -> None:

@@ -244,10 +244,42 @@ def test_site_pages_and_relative_links(tmp_path: Path) -> None:
     missing = (site / two["runs"][0]["a"][1]).read_text()
     assert "no attempt record at attempts/t_two-r1.json" in missing
     error = (site / two["runs"][0]["a"][0]).read_text()
-    assert "system error (a failed attempt in the canonical score" in error and "RuntimeError: boom" in error
+    assert (
+        "system error: other (a failed attempt in the canonical score" in error
+        and "RuntimeError: boom" in error
+    )
     task_two = (site / two["href"]).read_text()
     assert "passed 0/2 attempts (canonical: 1 unresolved system errors count as failed)" in task_two
     assert "0/1 valid attempts (diagnostic, system errors excluded)" in task_two
+
+
+def test_a_model_endpoint_failure_is_named_as_such_with_what_it_spent(tmp_path: Path) -> None:
+    """A system error's page names its cause where the conversation stopped (never "agent
+    error") and shows its tokens and those of the tries retried before it."""
+    run = write_run(tmp_path)
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["system_error"])
+    row.update(
+        system_error=True,
+        error="ModelEndpointError: HTTP 500 after 7 attempts",
+        cause="model endpoint",
+        finish_reason="system_error",
+        usage={"agent": {"input_tokens": 17504, "output_tokens": 192}},
+        retried_usage={"agent": {"input_tokens": 17504, "output_tokens": 192}},
+    )
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    traj_file = run / row["trajectory"]
+    traj = Trajectory.model_validate_json(traj_file.read_text())
+    traj.finish_reason, traj.error = "system_error", "system error: ModelEndpointError: HTTP 500"
+    traj_file.write_text(traj.model_dump_json())
+    site = tmp_path / "site"
+    build_site([run], site)
+    data = json.loads((site / "data" / "tasks.js").read_text().split("=", 1)[1].rstrip().rstrip(";"))
+    page = (site / data["tasks"][1]["runs"][0]["a"][0]).read_text()
+    assert "system error: model endpoint (a failed attempt" in page
+    assert "finish reason <b>system_error</b>" in page and "finished: <b>system_error</b>" in page
+    assert "agent error" not in page.lower()
+    assert "17,696 tokens" in page and "17,696 more tokens in retried tries" in page
 
 
 def test_cli_writes_site_and_linked_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
