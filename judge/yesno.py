@@ -47,7 +47,9 @@ COMPARE_SYSTEM = (
     "Reply with one word only: Yes or No."
 )
 
-YESNO_SYSTEM = "You are acting as a judge and answer the question you are asked with one word only: Yes or No."
+YESNO_SYSTEM = (
+    "You are acting as a judge and answer the question you are asked with one word only: Yes or No."
+)
 
 NO_REPEAT_QUESTION = "Does the first message repeat the content of the second message?"
 

@@ -14,6 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
+from bench.evaluator.context import native_effects, test_context
+from bench.evaluator.functions import FunctionRunner, with_test_function
+from bench.rollout.trajectory import Trajectory
 from bench.run.errors import GradingError
 from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide, limit_verdict
 from servers.registry import load_domain
@@ -22,6 +25,7 @@ RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
 
 # Why a rubric task cannot be graded in `tbx run` and `tbx env serve` (both take --skip-rubrics).
 NO_JUDGE = "task has rubrics but the config names no judge role (add one, or pass --skip-rubrics)"
+NO_EVALUATOR = "the task is graded by its test function, and this grader runs none"
 
 
 class Graded(BaseModel):
@@ -70,12 +74,31 @@ async def grade(
     skip_rubrics: bool = False,
     no_judge: str = NO_JUDGE,
     resource_limit: str | None = None,
+    functions: FunctionRunner | None = None,
+    trajectory: Trajectory | None = None,
+    attempt_id: str = "",
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).
     `skip_rubrics` judges a rubric task on state alone (and says so).
     `resource_limit`: the attempt's own load hit a limit (why): `limited`. Without
-    it a terminal state is required (GradingError)."""
+    it a terminal state is required (GradingError).
+    A task graded by its test function (Task.runs_function) is run by `functions`
+    (bench.evaluator) on the attempt's context: the test asks its own judge questions,
+    so no rubric is asked here."""
+    if task.runs_function and resource_limit is None and terminal is not None:
+        if functions is None:
+            raise GradingError(f"{task.id}: {NO_EVALUATOR}")
+        state = judged(bench, task, golden, terminal, calls, initial=initial, domain=domain)
+        context = test_context(
+            effects=native_effects(bench, task, golden, initial, terminal),
+            trajectory=trajectory,
+            calls=calls,
+            final_message=final_message,
+            session_id=attempt_id,
+        )
+        result = await functions.run(task, attempt_id or task.uid, context)
+        return Graded(verdict=with_test_function(task.id, state.verdict, result))
     if resource_limit is not None or terminal is None:  # no rubric is asked for either
         return judged(
             bench,

@@ -22,7 +22,7 @@ from bench.run.attempt import AttemptOutcome, TryPhase
 from bench.run.grading import Graded
 from bench.run.output import RunOutput
 from bench.run.results import ResultRow
-from judge import AttemptRecord
+from judge import AttemptRecord, Verdict
 from sandbox import Fault
 
 
@@ -33,6 +33,24 @@ def _timings(timings: dict[str, float]) -> dict[str, float]:
 def _retry_fields(retried: list[str] | None) -> dict[str, object]:
     """A row's record of the earlier tries of its (task, repeat) that were retried."""
     return {"retries": len(retried or []), "retried_errors": list(retried or [])}
+
+
+def test_function_fields(verdict: Verdict) -> dict[str, object]:
+    """A row's fields of a task graded by its test function (none on other rows): the
+    reward, and where a failing test stopped."""
+    tf = verdict.test_function
+    if tf is None:
+        return {}
+    out: dict[str, object] = {"reward": verdict.reward, "test_seconds": round(tf.seconds, 3)}
+    if tf.judge_calls:
+        out["judge_questions"] = len(tf.judge_calls)
+    if not tf.result:
+        out["test_line"] = tf.lineno
+        out["test_message"] = (tf.message or "")[:500]
+    return out
+
+
+test_function_fields.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 def write_graded(
@@ -82,6 +100,7 @@ def write_graded(
             "differences": len(verdict.differences),
             "rubrics_skipped": graded.rubrics_skipped,
             **_retry_fields(retried),
+            **test_function_fields(verdict),
             **({"node": outcome.node} if outcome.node else {}),
             # started part-way: this many calls were replayed before the agent had it
             **({"prefix_calls": len(outcome.prefix)} if outcome.prefix else {}),

@@ -1,17 +1,13 @@
-"""What crosses the evaluator sandbox's boundary: the limits a test function runs
-under, and how it ended (the reference's TestResult plus tbx's fields)."""
+"""The limits a test function runs under in the evaluator sandbox (how it ended:
+judge.test_function, where verdicts live)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pydantic import BaseModel, ConfigDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from judge.test_function import ErrorCause, JudgeCall, Limit, TestFunctionResult
 
-# Why a test function's run is a system error: the test itself (an exception other than
-# AssertionError, a limit it hit, a bad reward: a retry cannot cure it), the judge model
-# (an endpoint failure: a retry may), or the evaluator sandbox (it could not be run).
-ErrorCause = Literal["test", "judge", "evaluator"]
-Limit = Literal["wall clock", "memory", "prints", "judge calls", "judge text", "protocol"]
+__all__ = ["ErrorCause", "EvaluatorLimits", "JudgeCall", "Limit", "TestFunctionResult"]
 
 
 class EvaluatorLimits(BaseModel):
@@ -30,42 +26,3 @@ class EvaluatorLimits(BaseModel):
     judge_calls: int = 32  # judge questions per test
     judge_text: int = 256 << 10  # characters of one judge question (system + user)
     line_bytes: int = 8 << 20  # one protocol line from the worker
-
-
-class JudgeCall(BaseModel):
-    """One question the test asked through the relay, and the model's text."""
-
-    system: str
-    user: str
-    text: str | None = None
-    error: str | None = None
-    seconds: float = 0.0
-
-
-class TestFunctionResult(BaseModel):
-    """How one test function ended. `result`/`reward`/`is_system_error`/`tb`/`prints`/
-    `lineno`/`line_content`/`metadata`: the reference's TestResult (spec §4); `reward`
-    checked to be a number in [0, 1]. tbx's additions: `cause` and `limit` of a system
-    error, `message` (the exception's text, an assert's message), `judge_calls`, `seconds`."""
-
-    __test__ = False  # not a pytest test class
-    model_config = ConfigDict(extra="ignore")
-
-    result: bool
-    reward: float
-    is_system_error: bool = False
-    tb: str = ""
-    prints: str = ""
-    lineno: int = -1
-    line_content: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    cause: ErrorCause | None = None
-    limit: Limit | None = None
-    error_type: str | None = None
-    message: str | None = None
-    judge_calls: list[JudgeCall] = Field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return self.result and not self.is_system_error
