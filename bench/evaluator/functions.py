@@ -17,8 +17,8 @@ from bench.evaluator.relay import JudgeRelay
 from bench.llm.config import RoleConfig
 from judge import Verdict
 from judge.test_function import TestFunctionResult
-from sandbox import Fault, require_image
-from sandbox.evaluator import EvaluatorLimits, run_test_function
+from sandbox import Fault, new_id, require_image
+from sandbox.evaluator import EvaluatorLimits, EvaluatorPool, run_test_function
 from sandbox.evaluator.container import IMAGE
 from sandbox.labels import labels_for
 
@@ -50,8 +50,11 @@ class FunctionRunner:
         *,
         limits: EvaluatorLimits | None = None,
         judge_type: str = "legacy",
+        concurrency: int = 16,
     ):
         self.run_id = run_id
+        self.concurrency = concurrency
+        self._pool: EvaluatorPool | None = None
         self.relay = JudgeRelay(judge_role) if judge_role is not None else None
         self.limits = limits or EvaluatorLimits()
         self.judge_type = judge_type
@@ -64,23 +67,33 @@ class FunctionRunner:
             self._image = require_image(IMAGE)
         return self._image
 
-    async def run(self, task: Task, attempt_id: str, context: dict[str, Any]) -> TestFunctionResult:
+    @property
+    def pool(self) -> EvaluatorPool:
+        """Warm evaluator containers, one per test running at once (a clean slate between tests)."""
+        if self._pool is None:
+            labels = labels_for(self.run_id, new_id("evaluators"), "evaluator", os.getpid())
+            self._pool = EvaluatorPool(self.image, labels, size=self.concurrency, limits=self.limits)
+        return self._pool
+
+    async def run(self, task: Task, context: dict[str, Any]) -> TestFunctionResult:
         assert task.test_code is not None
-        labels = labels_for(self.run_id, attempt_id, "evaluator", os.getpid())
         return await run_test_function(
             task.test_code,
             context,
             ask=self.relay,
-            labels=labels,
+            labels=self.pool.labels,
             judge_type=self.judge_type,
             uid=task.id,
-            limits=self.limits,
-            image=self.image,
+            pool=self.pool,
         )
 
     async def aclose(self) -> None:
-        if self.relay is not None:
-            await self.relay.aclose()
+        try:
+            if self._pool is not None:
+                await self._pool.close()
+        finally:
+            if self.relay is not None:
+                await self.relay.aclose()
 
 
 def with_test_function(task_id: str, verdict: Verdict, result: TestFunctionResult) -> Verdict:

@@ -165,7 +165,9 @@ class Coordinator:
         """Errors that must stop a run before any sandbox starts."""
         if any(t.runs_function for t in tasks):
             self.functions = FunctionRunner(
-                self.run_id, self.config.judge if self.config is not None else None
+                self.run_id,
+                self.config.judge if self.config is not None else None,
+                concurrency=self.opts.concurrency,
             )
             self.functions.image  # noqa: B018 - a missing evaluator image stops the run here
         rubric_tasks = [t.id for t in tasks if t.has_rubrics and not t.runs_function]

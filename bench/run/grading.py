@@ -97,7 +97,7 @@ async def grade(
             final_message=final_message,
             session_id=attempt_id,
         )
-        result = await functions.run(task, attempt_id or task.uid, context)
+        result = await functions.run(task, context)
         return Graded(verdict=with_test_function(task.id, state.verdict, result))
     if resource_limit is not None or terminal is None:  # no rubric is asked for either
         return judged(

@@ -5,7 +5,11 @@ Line protocol on the container's stdin/stdout, one JSON object a line:
   tbx -> worker   the request: {"code", "context", "judge_type", "uid", "limits"}
   worker -> tbx   {"judge": {"system", "user"}}   a judge question; tbx answers with
   tbx -> worker   {"text": ...} or {"error": ..., "cause": "judge" | "test"}
-  worker -> tbx   {"result": {...}}               the last line
+  worker -> tbx   {"result": {...}}               how the test ended, or
+  worker -> tbx   {"ended": exit status | why}     the test's process ended without one
+  worker -> tbx   {"done": status}                the test is over, its processes gone
+then `ready` again for the next test (a warm container serves one test at a time,
+each in processes forked for it, with a clean slate between them: main()).
 
 The test's own output never reaches the protocol: fd 1 and 2 point at /dev/null
 while it runs, `print` and sys.stdout/sys.stderr write into a bounded buffer
@@ -15,11 +19,13 @@ cannot catch by `except Exception`). Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import io
 import json
 import os
 import resource
+import shutil
 import sys
 import traceback
 from typing import Any
@@ -61,9 +67,11 @@ class Sink(io.TextIOBase):
 
 
 class Protocol:
-    def __init__(self) -> None:
-        self.out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-        self.inp = sys.stdin
+    """One end of a line stream: `out` to write, `inp` to read."""
+
+    def __init__(self, out_fd: int, in_fd: int) -> None:
+        self.out = os.fdopen(out_fd, "w", encoding="utf-8", closefd=False)
+        self.inp = os.fdopen(in_fd, "r", encoding="utf-8", closefd=False)
 
     def send(self, obj: dict[str, Any]) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -78,13 +86,6 @@ class Protocol:
         if "error" in reply:
             raise JudgeException(str(reply["error"]), cause=str(reply.get("cause") or "judge"))
         return str(reply.get("text") or "")
-
-
-def silence_fds() -> None:
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.close(null)
 
 
 def kwargs_for(fn: Any, x: TestContext, judge: Judge) -> dict[str, Any]:
@@ -189,12 +190,140 @@ def run(request: dict[str, Any], proto: Protocol) -> dict[str, Any]:
     return out
 
 
+NO_REQUEST = 3  # the relay's exit status when tbx closed the stream instead of sending a test
+MAX_LINE = 16 << 20
+
+
+def set_dumpable(on: bool) -> None:
+    """PR_SET_DUMPABLE: off, a process's /proc files and memory are out of reach of
+    other processes of the same user (ptrace, /proc/<pid>/fd, /mem, /environ)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, int(on), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def test_process(to_test: int, from_test: int) -> None:
+    """The process the test code runs in: it holds only its two pipes to the relay
+    (not the container's stdin/stdout), so it can neither read another request nor
+    write the protocol."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, to_test)
+    os.closerange(to_test + 1, from_test)
+    os.closerange(from_test + 1, 1 << 16)
+    set_dumpable(True)  # its own /proc for its own introspection; no other test is alive
+    proto = Protocol(from_test, to_test)
+    line = proto.inp.readline()
+    if line:
+        proto.send({"result": run(json.loads(line), proto)})
+    os._exit(0)
+
+
+def relay(container: Protocol) -> int:
+    """One test: fork its process before reading anything, hand it the request, carry
+    its judge questions and result to tbx. Returns the relay's exit status."""
+    set_dumpable(False)
+    req_r, req_w = os.pipe()
+    res_r, res_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            test_process(req_r, res_w)
+        finally:
+            os._exit(1)
+    os.close(req_r)
+    os.close(res_w)
+    test = Protocol(req_w, res_r)
+    line = container.inp.readline()
+    if not line:
+        os.kill(pid, 9)
+        return NO_REQUEST
+    test.out.write(line)
+    test.out.flush()
+    while True:
+        msg_line = test.inp.readline(MAX_LINE)
+        if not msg_line:  # the test process ended without a result
+            _, status = os.waitpid(pid, 0)
+            container.send({"ended": os.waitstatus_to_exitcode(status)})
+            return 0
+        try:
+            msg = json.loads(msg_line)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and "judge" in msg:
+            container.send({"judge": msg["judge"]})
+            answer = container.inp.readline()
+            if not answer:
+                os.kill(pid, 9)
+                return NO_REQUEST
+            try:
+                test.out.write(answer)
+                test.out.flush()
+            except BrokenPipeError:
+                pass
+        elif isinstance(msg, dict) and "result" in msg:
+            container.send({"result": msg["result"]})
+            return 0
+        else:
+            os.kill(pid, 9)
+            container.send({"ended": "the test process broke the relay's protocol"})
+            return 0
+
+
+def clean_slate() -> None:
+    """After a test: every other process of the container killed and reaped, /tmp emptied."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, 9)  # all processes this user may signal but this one (pid 1)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    for root, dirs, _ in os.walk("/tmp"):
+        for d in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, d), 0o700)
+    for name in os.listdir("/tmp"):
+        path = os.path.join("/tmp", name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 def main() -> None:
-    proto = Protocol()
-    silence_fds()
-    proto.send({"ready": True})  # tbx starts the test's wall clock here, not at docker run
-    request = json.loads(proto.inp.readline())
-    proto.send({"result": run(request, proto)})
+    """Serve tests one after another (`--once`: one). The supervisor (pid 1) never reads
+    a request: each test gets a relay forked from it, and the relay forks the test's
+    process before it reads anything, so nothing of one test is in another's memory;
+    between tests every other process is killed and /tmp emptied."""
+    once = "--once" in sys.argv
+    set_dumpable(False)
+    container = Protocol(os.dup(1), 0)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    while True:
+        container.send({"ready": True})  # tbx starts a test's wall clock here, not at docker run
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = relay(container)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        clean_slate()
+        if code == NO_REQUEST:
+            return
+        container.send({"done": code})
+        if once:
+            return
 
 
 if __name__ == "__main__":

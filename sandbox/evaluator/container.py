@@ -1,16 +1,20 @@
-"""Run one task test function in a container of its own, and relay its judge questions.
+"""Run task test functions in evaluator containers, and relay their judge questions.
 
-    result = await run_test_function(code, context, ask=ask, labels=labels)
+    result = await run_test_function(code, context, ask=ask, labels=labels)            # a container of its own
+    pool = EvaluatorPool(image, labels); result = await run_test_function(..., pool=pool)  # a warm one
 
 The container (image `evaluator`) has no network, a read-only root with a small /tmp,
 a non-root user without capabilities, CPU, memory and pids limits, and nothing in its
-environment or files but the image's: the test sees its own request and nothing of
-another attempt. tbx talks to the worker over the container's stdin/stdout
-(images/evaluator/worker.py has the line protocol); a judge question is answered by
-`ask(system, user)` on the host, so the judge's key never enters the sandbox. The
-test's own time is bounded by a wall clock that stops while a question waits on the
-model; past it the container is killed. Every way a test can end is a
-`TestFunctionResult`; only a failure to run the container at all raises.
+environment or files but the image's. A warm container serves one test at a time,
+each in processes forked for it from a supervisor that never reads a request, and
+is wiped between tests (every other process killed, /tmp emptied): a test sees its
+own request and nothing of another attempt. tbx talks to the worker over the
+container's stdin/stdout (images/evaluator/worker.py has the line protocol); a judge
+question is answered by `ask(system, user)` on the host, so the judge's key never
+enters the sandbox. The test's own time is bounded by a wall clock that stops while a
+question waits on the model; past it the container is killed (a pool starts another).
+Every way a test can end is a `TestFunctionResult`; only a failure to start the
+container at all raises (EvaluatorUnavailable).
 """
 
 from __future__ import annotations
@@ -181,6 +185,193 @@ def _from_worker(raw: Any, relay: _Relay, started: float) -> TestFunctionResult:
     return result.model_copy(update=update)
 
 
+class EvaluatorContainer:
+    """One evaluator container: started with `start`, it runs tests one at a time
+    (`run`); a test that overran its wall clock or broke the protocol ends it
+    (`alive` False). `once`: the worker serves one test and exits."""
+
+    def __init__(self, image: str, limits: EvaluatorLimits, labels: dict[str, str], *, once: bool = False):
+        self.image = image
+        self.limits = limits
+        self.labels = labels
+        self.once = once
+        self.name = new_id("tbx-eval")
+        self.proc: asyncio.subprocess.Process | None = None
+        self._stderr: asyncio.Future[str] | None = None
+        self.alive = False
+
+    async def start(self) -> None:
+        """Run the container and wait for its worker's first `ready` (EvaluatorUnavailable
+        when it does not come within `start_seconds`)."""
+        args = docker_args(self.name, self.image, self.limits, self.labels)
+        self.proc = await asyncio.create_subprocess_exec(
+            *args,
+            *(["--once"] if self.once else []),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=self.limits.line_bytes,
+        )
+        assert self.proc.stderr is not None
+        self._stderr = asyncio.ensure_future(_tail(self.proc.stderr))
+        try:
+            line = await self._line(self.limits.start_seconds)
+        except TimeoutError:
+            line = None
+        if line != {"ready": True}:
+            await self.close()
+            stderr = (await self._stderr).strip()[-2000:]
+            raise EvaluatorUnavailable(
+                f"the evaluator container did not start within {self.limits.start_seconds:g} s "
+                f"(exit {self.proc.returncode}): {stderr or line}"
+            )
+        self.alive = True
+
+    async def _line(self, timeout: float) -> Any:
+        assert self.proc is not None and self.proc.stdout is not None
+        raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout=max(timeout, 0.0))
+        if not raw:
+            return None
+        return json.loads(raw)
+
+    async def run(self, request: dict[str, Any], ask: Ask | None) -> TestFunctionResult:
+        """One test on a ready container; it is ready again after unless it died."""
+        assert self.proc is not None and self.alive
+        relay = _Relay(self.proc, ask, self.limits)
+        started = time.monotonic()
+        outcome: TestFunctionResult | None = None
+        ended: Any = None
+        done = False
+        killed: Limit | None = None
+        try:
+            await relay.send(request)
+            while True:
+                remaining = self.limits.wall_seconds - (time.monotonic() - started - relay.judge_seconds)
+                msg = await self._line(remaining)
+                if not isinstance(msg, dict):  # the container ended (None) or wrote a non-object
+                    killed = None if msg is None else "protocol"
+                    break
+                if "judge" in msg and outcome is None:
+                    await relay.answer(msg["judge"])
+                elif "result" in msg and outcome is None:
+                    outcome = _from_worker(msg["result"], relay, started)
+                elif "ended" in msg:
+                    ended = msg["ended"]
+                elif "done" in msg:
+                    done = True
+                    break
+                else:
+                    killed = "protocol"
+                    break
+            if killed is not None or not done or self.once:
+                self.alive = False
+            else:  # ready again: the next test's wall clock starts from here
+                self.alive = await self._line(self.limits.start_seconds) == {"ready": True}
+        except TimeoutError:
+            killed = "wall clock"
+            self.alive = False
+        except (ValueError, ConnectionError):  # a line over the cap, not JSON, a closed pipe
+            killed = "protocol"
+            self.alive = False
+        finally:
+            if not self.alive:
+                await self.close()
+        if outcome is not None:
+            return outcome
+        seconds = time.monotonic() - started
+        calls = relay.calls
+        if killed == "wall clock":
+            msg = f"the test ran longer than its wall clock of {self.limits.wall_seconds:g} s and was stopped"
+            return system_error(msg, "test", "wall clock", judge_calls=calls, seconds=seconds)
+        if killed == "protocol" or isinstance(ended, str):
+            why = (
+                ended if isinstance(ended, str) else "the test process wrote outside the evaluator's protocol"
+            )
+            return system_error(
+                f"{why} and was stopped", "test", "protocol", judge_calls=calls, seconds=seconds
+            )
+        if ended in (-9, 137) or (ended is None and self.proc is not None and self.proc.returncode == 137):
+            msg = (
+                "the test process was killed (SIGKILL): past its container's memory limit of "
+                f"{self.limits.container_memory}"
+            )
+            return system_error(msg, "test", "memory", judge_calls=calls, seconds=seconds)
+        stderr = (
+            (await self._stderr).strip()[-2000:] if self._stderr is not None and self._stderr.done() else ""
+        )
+        status = ended if ended is not None else (self.proc.returncode if self.proc else None)
+        msg = f"the test process ended without a result (exit status {status})" + (
+            f": {stderr}" if stderr else ""
+        )
+        return system_error(msg, "test", judge_calls=calls, seconds=seconds)
+
+    async def close(self) -> None:
+        """End the container (its stdin closed; killed if it does not end at once)."""
+        self.alive = False
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        if proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=2.0)
+            except TimeoutError:
+                await _kill(self.name)
+                await proc.wait()
+        if self._stderr is not None:
+            await self._stderr
+
+
+class EvaluatorPool:
+    """Warm evaluator containers for one run: each serves tests one after another (a
+    clean slate between them, images/evaluator/worker.py), at most `size` at once.
+    `close()` ends them all."""
+
+    def __init__(
+        self, image: str, labels: dict[str, str], *, size: int = 16, limits: EvaluatorLimits | None = None
+    ):
+        self.image = image
+        self.labels = labels
+        self.limits = limits or EvaluatorLimits()
+        self._idle: list[EvaluatorContainer] = []
+        self._all: set[EvaluatorContainer] = set()
+        self._gate = asyncio.Semaphore(size)
+        self.started = 0
+
+    async def run(self, request: dict[str, Any], ask: Ask | None) -> TestFunctionResult:
+        async with self._gate:
+            box = self._idle.pop() if self._idle else None
+            if box is None:
+                box = EvaluatorContainer(self.image, self.limits, self.labels)
+                self._all.add(box)
+                self.started += 1
+                await box.start()
+            try:
+                return await box.run(request, ask)
+            finally:
+                if box.alive:
+                    self._idle.append(box)
+                else:
+                    self._all.discard(box)
+
+    async def close(self) -> None:
+        boxes, self._all, self._idle = list(self._all), set(), []
+        await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
+
+
+def request_of(
+    code: str, context: dict[str, Any], limits: EvaluatorLimits, judge_type: str, uid: str | None
+) -> dict[str, Any]:
+    return {
+        "code": code,
+        "context": context,
+        "judge_type": judge_type,
+        "uid": uid,
+        "limits": {"prints": limits.prints, "memory_bytes": limits.memory_bytes},
+    }
+
+
 async def run_test_function(
     code: str,
     context: dict[str, Any],
@@ -191,101 +382,19 @@ async def run_test_function(
     uid: str | None = None,
     limits: EvaluatorLimits | None = None,
     image: str | None = None,
+    pool: EvaluatorPool | None = None,
 ) -> TestFunctionResult:
     """Run `code` (a test's code string, bench.dataset.pyfile) on `context` (the
-    TestContext as JSON) in a fresh evaluator container."""
+    TestContext as JSON): in a warm container of `pool`, else in a container of its own."""
+    if pool is not None:
+        return await pool.run(request_of(code, context, pool.limits, judge_type, uid), ask)
     limits = limits or EvaluatorLimits()
-    image = image or require_image(IMAGE)
-    name = new_id("tbx-eval")
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *docker_args(name, image, limits, labels),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        limit=limits.line_bytes,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    stderr_task = asyncio.ensure_future(_tail(proc.stderr))
-    relay = _Relay(proc, ask, limits)
-    killed: Limit | None = None
-    outcome: TestFunctionResult | None = None
+    box = EvaluatorContainer(image or require_image(IMAGE), limits, labels, once=True)
+    await box.start()
     try:
-        request = {
-            "code": code,
-            "context": context,
-            "judge_type": judge_type,
-            "uid": uid,
-            "limits": {"prints": limits.prints, "memory_bytes": limits.memory_bytes},
-        }
-        try:
-            ready = await asyncio.wait_for(proc.stdout.readline(), timeout=limits.start_seconds)
-        except TimeoutError:
-            ready = b""
-        if ready.strip() != b'{"ready": true}':
-            if ready:
-                raise EvaluatorUnavailable(
-                    f"the evaluator container did not start as expected: {ready[:200]!r}"
-                )
-            await _kill(name)
-            code_ = await proc.wait()
-            raise EvaluatorUnavailable(
-                f"the evaluator container did not start within {limits.start_seconds:g} s (exit {code_}): "
-                f"{(await stderr_task).strip()[-2000:]}"
-            )
-        started = time.monotonic()
-        with contextlib.suppress(ConnectionError):
-            await relay.send(request)
-        while outcome is None:
-            remaining = limits.wall_seconds - (time.monotonic() - started - relay.judge_seconds)
-            try:
-                line = await asyncio.wait_for(proc.stdout.readline(), timeout=max(remaining, 0.0))
-            except TimeoutError:
-                killed = "wall clock"
-                break
-            except ValueError:  # a line over the cap (asyncio's LimitOverrunError)
-                killed = "protocol"
-                break
-            if not line:
-                break
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                killed = "protocol"
-                break
-            if isinstance(msg, dict) and "judge" in msg:
-                with contextlib.suppress(ConnectionError):
-                    await relay.answer(msg["judge"])
-            elif isinstance(msg, dict) and "result" in msg:
-                outcome = _from_worker(msg["result"], relay, started)
-            else:
-                killed = "protocol"
-                break
+        return await box.run(request_of(code, context, limits, judge_type, uid), ask)
     finally:
-        if outcome is None and proc.returncode is None:
-            await _kill(name)
-        if proc.stdin is not None:
-            proc.stdin.close()
-        code_ = await proc.wait()
-        stderr = await stderr_task
-    if outcome is not None:
-        return outcome
-    seconds = time.monotonic() - started
-    if killed == "wall clock":
-        msg = f"the test ran longer than its wall clock of {limits.wall_seconds:g} s and was stopped"
-        return system_error(msg, "test", "wall clock", judge_calls=relay.calls, seconds=seconds)
-    if killed == "protocol":
-        msg = (
-            "the test process wrote outside the evaluator's protocol (or a line over its cap) and was stopped"
-        )
-        return system_error(msg, "test", "protocol", judge_calls=relay.calls, seconds=seconds)
-    if code_ == 137:
-        msg = f"the test process was killed (SIGKILL): past its container's memory limit of {limits.container_memory}"
-        return system_error(msg, "test", "memory", judge_calls=relay.calls, seconds=seconds)
-    msg = f"the test process ended without a result (exit status {code_})" + (
-        f": {stderr.strip()[-2000:]}" if stderr.strip() else ""
-    )
-    return system_error(msg, "test", judge_calls=relay.calls, seconds=seconds)
+        await box.close()
 
 
 async def _tail(stream: asyncio.StreamReader) -> str:

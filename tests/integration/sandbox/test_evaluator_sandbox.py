@@ -1,7 +1,8 @@
 """Test functions in the real evaluator container: normal tests, judge questions relayed
 to a host-side stand-in, and hostile tests (a loop, a memory hog, a print flood,
 sys.exit, the network, the environment, writes outside /tmp, bad rewards, odd
-signatures). All cases run at once (a few at a time) in one module fixture."""
+signatures, leftovers for the next test). All cases run in one module fixture, on a
+pool of two warm containers (a new one only where a test's end killed its own)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import docker
 import pytest
 
 from sandbox import labels as lbl
-from sandbox.evaluator import EvaluatorLimits, TestFunctionResult, run_test_function
+from sandbox import require_image
+from sandbox.evaluator import EvaluatorLimits, EvaluatorPool, TestFunctionResult, run_test_function
 
 pytestmark = pytest.mark.docker
 
@@ -103,7 +105,10 @@ CASES: dict[str, str] = {
         import os
         def test_t(x, judge):
             print(sorted(os.environ))
-            print(open("/proc/1/environ").read())  # the worker's own: the image's, nothing of tbx
+            try:
+                open("/proc/1/environ").read()  # the supervisor's: out of reach
+            except PermissionError:
+                print("pid 1 out of reach")
         """,
     "write_outside_tmp": """
         def test_t(x, judge):
@@ -116,6 +121,32 @@ CASES: dict[str, str] = {
     "extra_parameter_fixture": "def test_t(x, judge, session_client):\n    pass\n",
     "judge_call_cap": "def test_t(x, judge):\n    for _ in range(5):\n        judge.yesno('again?')\n",
 }
+
+# Run in this order in one container: what the first leaves behind, the second must not find.
+LEAVE_BEHIND = """
+    import os, time
+    def test_t(x, judge):
+        os.makedirs("/tmp/d/e")
+        open("/tmp/d/e/secret", "w").write(x.response)
+        os.chmod("/tmp/d", 0)
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(60)
+            os._exit(0)
+    """
+LOOK_FOR_LEFTOVERS = """
+    import os
+    def test_t(x, judge):
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        others = [p for p in pids if p not in (1, os.getpid(), os.getppid())]
+        assert others == [], f"other processes: {others}"
+        assert os.listdir("/tmp") == []
+        try:
+            os.listdir(f"/proc/{os.getppid()}/fd")  # the relay's pipes to the container
+            raise AssertionError("the relay's fds are in reach")
+        except PermissionError:
+            pass
+    """
 
 
 def code_of(body: str) -> str:
@@ -134,18 +165,39 @@ def results() -> dict[str, TestFunctionResult]:
 
     limits = EvaluatorLimits(wall_seconds=4.0, memory_bytes=256 << 20, judge_calls=3, prints=64 << 10)
 
+    labels = lbl.labels_for(run, lbl.new_id("pool"), "evaluator", os.getpid())
+
     async def all_cases() -> dict[str, TestFunctionResult]:
-        gate = asyncio.Semaphore(5)
+        pool = EvaluatorPool(require_image("evaluator"), labels, size=2, limits=limits)
+        try:
 
-        async def one(name: str, body: str) -> TestFunctionResult:
-            async with gate:
-                labels = lbl.labels_for(run, lbl.new_id("att"), "evaluator", os.getpid())
-                return await run_test_function(code_of(body), CONTEXT, ask=ask, labels=labels, limits=limits)
+            async def one(body: str) -> TestFunctionResult:
+                return await run_test_function(code_of(body), CONTEXT, ask=ask, labels=labels, pool=pool)
 
-        done = await asyncio.gather(*(one(n, b) for n, b in CASES.items()))
-        return dict(zip(CASES, done, strict=True))
+            done = await asyncio.gather(*(one(b) for b in CASES.values()))
+            out = dict(zip(CASES, done, strict=True))
+            single = EvaluatorPool(require_image("evaluator"), labels, size=1, limits=limits)
+            try:
+                out["leave_behind"] = await run_test_function(
+                    code_of(LEAVE_BEHIND), CONTEXT, ask=ask, labels=labels, pool=single
+                )
+                out["look_for_leftovers"] = await run_test_function(
+                    code_of(LOOK_FOR_LEFTOVERS), CONTEXT, ask=ask, labels=labels, pool=single
+                )
+                out["one_shot"] = await run_test_function(
+                    code_of(CASES["reward_half"]), CONTEXT, ask=ask, labels=labels, limits=limits
+                )
+                starts["single"] = single.started
+            finally:
+                await single.close()
+            starts["pool"] = pool.started
+            return out
+        finally:
+            await pool.close()
 
+    starts: dict[str, int] = {}
     out = asyncio.run(all_cases())
+    out["starts"] = starts  # type: ignore[assignment]
     left = docker.from_env().containers.list(all=True, filters={"label": f"{lbl.RUN}={run}"})
     assert left == [], "every evaluator container is gone once its test ended"
     return out
@@ -214,6 +266,7 @@ def test_no_network_no_secret_no_writes(results: dict[str, TestFunctionResult]) 
     assert "unreachable" in (net.message or "")
     env = results["environment"]
     assert env.passed, env.tb
+    assert env.prints.endswith("pid 1 out of reach\n")
     assert SECRET not in env.prints and "OPENAI_API_KEY" not in env.prints and "TBX" not in env.prints
     write = results["write_outside_tmp"]
     assert (
@@ -239,3 +292,14 @@ def test_the_judge_relay_is_capped(results: dict[str, TestFunctionResult]) -> No
     r = results["judge_call_cap"]
     assert (r.is_system_error, r.cause, r.limit) == (True, "test", "judge calls")
     assert len(r.judge_calls) == 4 and r.judge_calls[-1].text is None
+
+
+def test_a_warm_container_keeps_nothing_of_the_test_before(results: dict[str, TestFunctionResult]) -> None:
+    assert results["leave_behind"].passed, results["leave_behind"].tb
+    look = results["look_for_leftovers"]
+    assert look.passed, look.tb
+    starts: dict[str, int] = results["starts"]  # type: ignore[assignment]
+    # 19 tests on two warm containers: a third start only if a test came after the looping
+    # test's container was killed (its wall clock) while the other was busy.
+    assert starts["single"] == 1 and starts["pool"] in (2, 3)
+    assert results["one_shot"].reward == 0.5  # a container of its own (--once) gives the same
