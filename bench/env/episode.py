@@ -281,6 +281,8 @@ class Episode:
                 functions=host.functions,
                 trajectory=traj,
                 attempt_id=self.attempt_id,
+                server_effects=getattr(outcome, "server_effects", None),
+                init_results=getattr(outcome, "init_results", None),
             )
             timings["judge"] = time.monotonic() - t
             write_graded(host.output, task, record, outcome, graded, timings)

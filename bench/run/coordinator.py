@@ -413,6 +413,9 @@ class Coordinator:
                 functions=self.functions,
                 trajectory=outcome.trajectory,
                 attempt_id=attempt_id,
+                # a checkout's own servers' (h44's AttemptOutcome fields, when present)
+                server_effects=getattr(outcome, "server_effects", None),
+                init_results=getattr(outcome, "init_results", None),
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)

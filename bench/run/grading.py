@@ -9,7 +9,8 @@ nothing of it enters a sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -77,6 +78,8 @@ async def grade(
     functions: FunctionRunner | None = None,
     trajectory: Trajectory | None = None,
     attempt_id: str = "",
+    server_effects: Mapping[str, Any] | None = None,
+    init_results: Mapping[str, Any] | None = None,
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).
@@ -85,17 +88,20 @@ async def grade(
     it a terminal state is required (GradingError).
     A task graded by its test function (Task.runs_function) is run by `functions`
     (bench.evaluator) on the attempt's context: the test asks its own judge questions,
-    so no rubric is asked here."""
+    so no rubric is asked here. `server_effects` / `init_results`: what a checkout's own
+    servers reported (`AttemptOutcome.server_effects` / `.init_results`), beside the
+    native domains' Bench effects."""
     if task.runs_function and resource_limit is None and terminal is not None:
         if functions is None:
             raise GradingError(f"{task.id}: {NO_EVALUATOR}")
         state = judged(bench, task, golden, terminal, calls, initial=initial, domain=domain)
         context = test_context(
-            effects=native_effects(bench, task, golden, initial, terminal),
+            effects={**native_effects(bench, task, golden, initial, terminal), **(server_effects or {})},
             trajectory=trajectory,
             calls=calls,
             final_message=final_message,
             session_id=attempt_id,
+            init_result=init_results or None,
         )
         result = await functions.run(task, context)
         return Graded(verdict=with_test_function(task.id, state.verdict, result))
