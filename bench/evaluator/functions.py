@@ -19,7 +19,7 @@ from judge import Verdict
 from judge.test_function import TestFunctionResult
 from sandbox import Fault, new_id, require_image
 from sandbox.evaluator import EvaluatorLimits, EvaluatorPool, run_test_function
-from sandbox.evaluator.container import IMAGE
+from sandbox.evaluator.container import IMAGE, NO_JUDGE
 from sandbox.labels import labels_for
 
 TEST_FAULT = Fault("test function", retryable=False)
@@ -37,7 +37,11 @@ class TestFunctionError(RuntimeError):
         kind = f"{result.error_type}: " if result.error_type and result.error_type not in what else ""
         super().__init__(f"{task_id}: the test function ended in an error{where}: {kind}{what}"[:4000])
         self.result = result
-        self.fault = JUDGE_FAULT if result.cause == "judge" else TEST_FAULT
+        no_judge = any((c.error or "").startswith(NO_JUDGE) for c in result.judge_calls)
+        if result.cause != "judge":
+            self.fault = TEST_FAULT
+        else:  # a run without a judge role would only fail again
+            self.fault = Fault("judge", retryable=False) if no_judge else JUDGE_FAULT
 
 
 class FunctionRunner:

@@ -38,6 +38,7 @@ IMAGE = "evaluator"
 USER = "10001:10001"
 STDERR_KEPT = 8192
 REWARD_RANGE = "a reward must be a number in [0, 1]"
+NO_JUDGE = "no judge: the run names no judge role"
 
 
 def docker_args(name: str, image: str, limits: EvaluatorLimits, labels: dict[str, str]) -> list[str]:
@@ -122,7 +123,7 @@ class _Relay:
         elif len(system) + len(user) > self.limits.judge_text:
             refused = f"judge text limit: a question of {len(system) + len(user)} characters (at most {self.limits.judge_text})"
         elif self.ask is None:
-            refused = "no judge: the run names no judge role (add one to grade tests that ask the judge)"
+            refused = f"{NO_JUDGE} (add one to grade tests that ask the judge)"
         self.calls.append(call)
         if refused is not None:
             call.error = refused
