@@ -162,6 +162,7 @@ def run(request: dict[str, Any], proto: Protocol) -> dict[str, Any]:
         exec(call, env, env)
         out["reward"] = reward_of(env.get("__tb_test_reward"))
     except BaseException as exc:  # every way a test can end is reported
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))  # room to report a MemoryError
         out["result"] = False
         out["reward"] = 0.0
         out["is_system_error"] = not isinstance(exc, AssertionError)
