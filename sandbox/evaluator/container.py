@@ -37,6 +37,7 @@ Ask = Callable[[str, str], Awaitable[str]]
 IMAGE = "evaluator"
 USER = "10001:10001"
 STDERR_KEPT = 8192
+PRINTS_KEPT = 64 << 10  # of a test's prints, what its result (and the attempt record) keeps
 REWARD_RANGE = "a reward must be a number in [0, 1]"
 NO_JUDGE = "no judge: the run names no judge role"
 
@@ -157,6 +158,11 @@ def _from_worker(raw: Any, relay: _Relay, started: float) -> TestFunctionResult:
         return system_error("the test process sent a malformed result", "test", "protocol")
     reward, refused = checked_reward(raw.get("reward"))
     fields = {k: v for k, v in raw.items() if k not in ("reward", "judge_calls", "seconds")}
+    prints = fields.get("prints")
+    if isinstance(prints, str) and len(prints) > PRINTS_KEPT:  # the record keeps the tail
+        fields["prints"] = (
+            f"[{len(prints) - PRINTS_KEPT} characters before these left out]\n" + prints[-PRINTS_KEPT:]
+        )
     try:
         result = TestFunctionResult(reward=reward if reward is not None else 0.0, **fields)
     except ValueError as exc:
