@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge.canonical import State
+from judge.test_function import TestFunctionResult
 
 SCHEMA_VERSION = 1
 
@@ -32,6 +33,7 @@ Signature = Literal[
     "no_state_change",
     "rubric_failed",
     "resource_limit",
+    "test_assert",  # the task's test function failed an assert the state alone does not explain
 ]
 SIGNATURES: tuple[Signature, ...] = get_args(Signature)
 DifferenceKind = Literal["wrong_value", "missing_effect", "extra_effect", "row_order"]
@@ -196,6 +198,10 @@ class Verdict(BaseModel):
     # The attempt's own calls drove its sandbox over a limit (why, in words): a failure
     # whatever its state; the state's differences, when it could still be read, beside it.
     resource_limit: str | None = None
+    # The task's test function ran (Task.runs_function): how it ended, and the reward it
+    # gave (1.0 on a plain pass, a returned number in [0, 1]; 0.0 on a failure).
+    test_function: TestFunctionResult | None = None
+    reward: float | None = None
 
     def summary(self) -> str:
         if self.passed:
@@ -208,6 +214,9 @@ class Verdict(BaseModel):
             for a in self.rubric_answers
             if not a.passed
         ][:3]
+        tf = self.test_function
+        if tf is not None and not tf.result:
+            lines.append(f"line {tf.lineno}: {tf.line_content.strip()[:120]}: {(tf.message or '')[:200]}")
         return head + ("; " + "; ".join(lines) if lines else "")
 
 

@@ -28,8 +28,10 @@ from pydantic import BaseModel, ConfigDict
 __all__ = ["CAUSES", "CONTAINER_FAULT", "NODE_FAULT", "OTHER_FAULT", "Cause", "Fate", "Fault"]
 
 # The model endpoint, one of the attempt's containers, the node (its Docker daemon,
-# address pool, memory), the golden replay, the rubric judge, or something else.
-Cause = Literal["model endpoint", "container", "node", "golden replay", "judge", "other"]
+# address pool, memory), the golden replay, the rubric judge, the task's own test
+# function (an error, a limit or a bad reward of the test: a retry cannot cure it), or
+# something else.
+Cause = Literal["model endpoint", "container", "node", "golden replay", "judge", "test function", "other"]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 
 

@@ -28,7 +28,7 @@ from sandbox.errors import ImageMissingError, SandboxError
 # installed wheel, package data under sandbox/image_inputs/ (build_hooks.py puts them there).
 PACKAGES_ROOT = Path(__file__).resolve().parents[1]
 WHEEL_INPUTS = Path(__file__).resolve().parent / "image_inputs"
-PACKAGE_INPUTS = frozenset({"servers"})  # inputs read from tbx's own (installed) packages
+PACKAGE_INPUTS = frozenset({"servers", "judge"})  # inputs read from tbx's own (installed) packages
 BASE_TAG = "debian:bookworm-slim"
 LABEL = "tbx.image"
 
@@ -68,6 +68,8 @@ IMAGES: dict[str, ImageSpec] = {
     "postgres": ImageSpec("postgres"),
     "typesense": ImageSpec("typesense"),
     "servers": ImageSpec("servers", extra_inputs=("servers/**/*.py", "constraints.txt")),
+    # The test-function sandbox: its own files and the judge's prompt and answer rules.
+    "evaluator": ImageSpec("evaluator", extra_inputs=("judge/yesno.py",)),
 }
 
 

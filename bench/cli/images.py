@@ -12,7 +12,7 @@ def register(sub: Any) -> None:
     images = sub.add_parser("images", help="build tbx's container images")
     images_sub = images.add_subparsers(dest="images_command", required=True)
     build = images_sub.add_parser("build", help="build (or reuse) images tagged by the hash of their inputs")
-    build.add_argument("names", nargs="*", help="postgres, typesense, servers (default: all)")
+    build.add_argument("names", nargs="*", help="postgres, typesense, servers, evaluator (default: all)")
     build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     build.set_defaults(fn=build_command)
 

@@ -45,6 +45,7 @@ def register(sub: Any) -> None:
 
 
 def regrade_command(args: argparse.Namespace) -> int:
+    from bench.evaluator.functions import FunctionRunner
     from bench.llm.client import LLMClient
     from bench.llm.config import ModelsConfigError, judge_role_from_env
     from bench.llm.judge import rubric_judge
@@ -54,6 +55,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
     from bench.terminal_text import printable
     from judge.rubric import JudgeUnavailable
+    from sandbox import new_id
 
     results = Path(args.results)
     if not results.is_dir():
@@ -76,7 +78,7 @@ def regrade_command(args: argparse.Namespace) -> int:
         )
         return 2
     store = GoldenStore(bench, args.golden_cache, allow_replay=not args.no_replay, runtime=args.runtime)
-    client = judge = None
+    client = judge = config = None
     # A judge named anywhere (flag or environment) grades what has no answers yet,
     # e.g. the rubric tasks of a --skip-rubrics run.
     if args.rejudge_rubrics or args.judge_model or os.environ.get("TBX_JUDGE_MODEL"):
@@ -88,6 +90,11 @@ def regrade_command(args: argparse.Namespace) -> int:
         client = LLMClient(config, role="judge")
         judge = rubric_judge(client, style)
 
+    # Tasks graded by their test function run it again (bench.evaluator), asking the judge named.
+    functions = None
+    if any(t.runs_function for t in bench.tasks):
+        functions = FunctionRunner(new_id("regrade"), config, concurrency=max(1, args.concurrency))
+
     async def run() -> RegradeSummary:
         try:
             return await regrade(
@@ -98,6 +105,7 @@ def regrade_command(args: argparse.Namespace) -> int:
                 rejudge_rubrics=args.rejudge_rubrics,
                 write=not args.dry_run,
                 concurrency=args.concurrency,
+                functions=functions,
             )
         finally:
             if client is not None:

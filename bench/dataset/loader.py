@@ -545,8 +545,8 @@ class _Loaded:
                         f"tool {call.tool!r} is not in scenario {scen.name!r}'s tools list",
                     )
                     ok = False
-        if CHECK_CUSTOM in task.checks:
-            add("checks", f"{CHECK_CUSTOM} checks are not part of the export and are not run", "warning")
+        if CHECK_CUSTOM in task.checks and task.test_code is None:
+            add("checks", f"{CHECK_CUSTOM} is listed but the task has no test_code to run", "warning")
         return ok
 
     def warn_unused_scenarios(self, selected: set[str]) -> None:

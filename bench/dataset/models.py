@@ -115,6 +115,7 @@ class Task(_Frozen):
     merge with the scenario's world_state). ``max_*_sim_turns`` are ``None``
     when the test does not set them (harness defaults: 10 user turns,
     unlimited agent turns). ``source`` is the file's path relative to the root.
+    ``runs_function``: graded by running ``test_code`` in the evaluator sandbox.
     """
 
     id: str
@@ -135,7 +136,16 @@ class Task(_Frozen):
     history: Any = None
     format_query: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The code string the reference runs for this test (pyfile.code_string); None for
+    # a YAML test case without one.
+    test_code: str | None = Field(default=None, repr=False)
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @property
+    def runs_function(self) -> bool:
+        """Graded by running its test function (its body holds more than the two calls
+        the native judge stands in for), not by the native judge alone."""
+        return self.test_code is not None and CHECK_CUSTOM in self.checks
 
     @property
     def golden(self) -> list[ToolInteraction]:

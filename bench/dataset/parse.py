@@ -299,6 +299,7 @@ def parse_test_case(raw: Any, *, path: str, file: str, index: int) -> tuple[Task
         c.add("metadata", f"must be a mapping, got {type_name(metadata)}")
         metadata = None
     tags = _str_list(raw.get("tags"), c, "tags", "strings")
+    test_code = string("test_code", False)
 
     checks = raw.get("checks")
     if checks is None:
@@ -353,6 +354,7 @@ def parse_test_case(raw: Any, *, path: str, file: str, index: int) -> tuple[Task
             history=raw.get("history"),
             format_query=format_query,
             metadata=metadata or {},
+            test_code=test_code,
             raw=raw,
         )
     except ValidationError as exc:  # pragma: no cover - the checks above mirror the model

@@ -10,10 +10,13 @@ as the harness parser (``thinkingbox.common.python_test_file``):
   is a test case named after the function; the string (minus ``!``,
   dedented) is its YAML config.
 
-The Python assertions are not kept. ``checks`` is inferred from the body
-(unless the YAML sets it): each statement that is a bare call of
-``validate_database(...)`` / ``validate_rubrics_yesno(...)`` adds that check;
-any other statement adds ``custom_python``.
+``checks`` is inferred from the body (unless the YAML sets it): each statement
+that is a bare call of ``validate_database(...)`` / ``validate_rubrics_yesno(...)``
+adds that check; any other statement adds ``custom_python``, which means the
+function itself is run (in the evaluator sandbox, bench/evaluator). Each test keeps
+its code string (``test_code``, the reference's rule): the file with every test
+function's lines blanked but this one's, line numbers kept, and
+``__tb_test_fn = <name>`` appended.
 """
 
 from __future__ import annotations
@@ -65,6 +68,18 @@ def infer_checks(fn: ast.FunctionDef) -> list[str]:
     return checks
 
 
+def code_string(lines: list[str], test_spans: list[tuple[int, int]], fn: ast.FunctionDef) -> str:
+    """The code run for the test `fn`: `lines` (the file split on newlines) with every
+    test function's lines (`test_spans`, 1-based, inclusive) blanked, then `fn`'s put
+    back, then the line binding `__tb_test_fn` and a final empty line."""
+    kept = list(lines)
+    for start, end in test_spans:
+        kept[start - 1 : end] = [""] * (end - start + 1)
+    start, end = fn.lineno, fn.end_lineno or fn.lineno
+    kept[start - 1 : end] = lines[start - 1 : end]
+    return "\n".join([*kept, f"__tb_test_fn = {fn.name}", ""])
+
+
 def _yaml_mapping(text: str, c: Collector, where: str, first_line: int) -> dict[str, Any] | None:
     try:
         obj = parse_yaml(text)
@@ -89,6 +104,13 @@ def parse_py_test_file(text: str, path: str) -> tuple[list[dict[str, Any]], list
         c.add(None, f"not valid Python (line {exc.lineno}): {exc.msg}")
         return [], c.problems
 
+    lines = text.split("\n")
+    tests = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.body and _bang_string(node.body[0]) is not None
+    ]
+    spans = [(fn.lineno, fn.end_lineno or fn.lineno) for fn in tests]
     defaults: dict[str, Any] = {}
     cases: list[dict[str, Any]] = []
     for node in tree.body:
@@ -117,5 +139,6 @@ def parse_py_test_file(text: str, path: str) -> tuple[list[dict[str, Any]], list
         case: dict[str, Any] = {"uid": node.name, **merged}
         if "checks" not in case:
             case["checks"] = infer_checks(node)
+        case["test_code"] = code_string(lines, spans, node)
         cases.append(case)
     return cases, c.problems

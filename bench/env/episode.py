@@ -279,11 +279,17 @@ class Episode:
                 judge=host.judge,
                 skip_rubrics=host.opts.skip_rubrics,
                 resource_limit=outcome.resource_limit,
+                functions=host.functions,
+                trajectory=traj,
+                attempt_id=self.attempt_id,
+                server_effects=getattr(outcome, "server_effects", None),
+                init_results=getattr(outcome, "init_results", None),
             )
             timings["judge"] = time.monotonic() - t
             write_graded(host.output, task, record, outcome, graded, timings, models=host.config)
             verdict = graded.verdict
-            self.reward = 1.0 if verdict.passed else 0.0
+            # A test function's reward (a number in [0, 1]) where the task has one, else pass/fail.
+            self.reward = verdict.reward if verdict.reward is not None else (1.0 if verdict.passed else 0.0)
             self.reward_type = "pass" if verdict.passed else "fail"
             self._deliver(
                 self._observation(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, TIMEOUTS, WALL_CLOCK, Timeouts
 from bench.env.protocol import EnvError, ErrorCode
+from bench.evaluator.functions import FunctionRunner
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.llm.judge import LazyRubricJudge
@@ -122,6 +123,12 @@ class EnvHost:
         self.output = RunOutput(opts.out)
         self.golden = GoldenStore(bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id)
         self.judge = LazyRubricJudge(config.judge) if config.judge is not None else None
+        # Test functions (bench.evaluator), for tasks graded by one: an episode's reward is theirs.
+        self.functions = (
+            FunctionRunner(self.run_id, config.judge, concurrency=opts.max_episodes)
+            if any(t.runs_function for t in tasks)
+            else None
+        )
         self.limits = Limits(runtime=opts.runtime)
         self.manifest: dict[str, Any] | None = None
         # Checkouts from the warm pools; a reset waits at most two boots (EnvOptions.timeouts).
@@ -143,7 +150,7 @@ class EnvHost:
         problems = []
         if self.config.user is None:
             problems.append("the config has no `user` role (the simulated customer)")
-        rubric_tasks = [t.id for t in self.tasks.values() if t.has_rubrics]
+        rubric_tasks = [t.id for t in self.tasks.values() if t.has_rubrics and not t.runs_function]
         if rubric_tasks and not self.opts.skip_rubrics and self.config.judge is None:
             problems.append(
                 f"{len(rubric_tasks)} served task(s) have yes/no rubrics but the config has no `judge` "
@@ -195,6 +202,8 @@ class EnvHost:
                     # took (the likeliest next reset: a group's): a reset is a hand-over.
                     provider.plan({}, self._plan_ahead(), again=True)
                     await provider.start(self.run_id)  # stale leftovers swept, images resolved
+                    if self.functions is not None:  # a missing evaluator image stops here, clearly
+                        await asyncio.to_thread(lambda: self.functions.image if self.functions else None)
                     self.provider = provider
                 if self.manifest is None:
                     self.manifest = await asyncio.to_thread(self._write_manifest, self.provider.images)
@@ -267,6 +276,8 @@ class EnvHost:
                 await self.user_client.aclose()
             if self.judge is not None:
                 await self.judge.aclose()
+            if self.functions is not None:
+                await self.functions.aclose()
             self.output.unlock()
             # also what golden replays of this run left
             await asyncio.to_thread(sweep, self.run_id)

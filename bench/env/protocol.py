@@ -18,7 +18,8 @@ openenv-core 0.3's client speaks the same subset without `mcp`):
 Actions and observations follow the published ThinkingBox environment:
 `list_tools`, `call_tool` (one call, or a `parallel_tool_calls` batch) and
 `submit_message` (the agent's text to the customer). `reward` is 1.0 for a
-pass and 0.0 for a fail, only on the terminal observation; a system error
+pass and 0.0 for a fail (for a task graded by its test function: the test's
+reward, a number in [0, 1]), only on the terminal observation; a system error
 ends the episode with `reward_type: system_error` and no reward.
 """
 

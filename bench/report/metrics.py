@@ -191,6 +191,10 @@ class RunMetrics(GroupMetrics):
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
     diagnostic: ViewMetrics | None = None  # the same figures with system errors excluded
     pareto: bool = False  # on the cost-per-success / pass@1 frontier of the compared runs
+    # Attempts graded by a task's test function (their rows carry `reward`), and their
+    # mean reward; a system error counts 0 (the canonical view). None: no such attempt.
+    rewarded_attempts: int = 0
+    mean_reward: float | None = None
 
 
 # -- computation -------------------------------------------------------------
@@ -511,6 +515,11 @@ def run_metrics(
         }
     phases = sorted({p for r in valid for p in r.timings})
     timings = {p: sum(r.timings[p] for r in valid if p in r.timings) / len(valid) for p in phases}
+    rewards = [
+        0.0 if r.system_error else float((r.model_extra or {}).get("reward") or 0.0)
+        for r in rows
+        if (r.system_error and r.cause == "test function") or "reward" in (r.model_extra or {})
+    ]
     model = role_models.get("agent") or _name(manifest.get("model"))
     if model is None:
         seen = Counter(r.usage["agent"].model for r in valid if "agent" in r.usage and r.usage["agent"].model)
@@ -536,6 +545,8 @@ def run_metrics(
         timings_mean_s=timings,
         per_domain=per_domain,
         diagnostic=ViewMetrics(**diagnostic.model_dump(), per_domain=diagnostic_domains),
+        rewarded_attempts=len(rewards),
+        mean_reward=sum(rewards) / len(rewards) if rewards else None,
     )
 
 

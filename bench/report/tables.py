@@ -210,6 +210,12 @@ def errors_text(r: RunMetrics) -> str:
 
 def flag_lines(r: RunMetrics) -> list[str]:
     out = []
+    if r.mean_reward is not None:
+        out.append(
+            f"mean reward {r.mean_reward:.3f} over the {r.rewarded_attempts} attempts graded by their task's "
+            "test function (a returned number in [0, 1], 1 for a plain pass; a failure or the test's own "
+            "error 0). pass@1 counts a returned 0.0 as a pass, as the reference does."
+        )
     if r.system_errors:
         causes = causes_text(r.system_error_causes)
         out.append(

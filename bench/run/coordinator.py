@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, WALL_CLOCK, PolicySearch
+from bench.evaluator.functions import FunctionRunner
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
@@ -115,6 +116,8 @@ class Coordinator:
             bench, opts.golden_cache, runtime=opts.runtime, run_id=self.run_id
         )
         self.judge = LazyRubricJudge(config.judge) if config is not None and config.judge else None
+        # Test functions (bench.evaluator): set up by `run` when a task is graded by one.
+        self.functions: FunctionRunner | None = None
         self.images: dict[str, str] = {}
         self.bundle_hash: str | None = None
         self.data_hash: str | None = None
@@ -165,7 +168,14 @@ class Coordinator:
     # ---- plan
     def preflight(self, tasks: list[Task]) -> None:
         """Errors that must stop a run before any sandbox starts."""
-        rubric_tasks = [t.id for t in tasks if t.has_rubrics]
+        if any(t.runs_function for t in tasks):
+            self.functions = FunctionRunner(
+                self.run_id,
+                self.config.judge if self.config is not None else None,
+                concurrency=self.opts.concurrency,
+            )
+            self.functions.image  # noqa: B018 - a missing evaluator image stops the run here
+        rubric_tasks = [t.id for t in tasks if t.has_rubrics and not t.runs_function]
         if rubric_tasks and not self.opts.skip_rubrics and (self.config is None or self.config.judge is None):
             raise RubricsNeedJudge(len(rubric_tasks))
 
@@ -214,6 +224,8 @@ class Coordinator:
         self.phase = "sweeping stale containers, resolving images"
         await self.executor.start(self.run_id)
         self.images = dict(self.executor.sandboxes.images)
+        if self.functions is not None:  # only then: a plain run's bundle is what it always was
+            self.images["evaluator"] = self.functions.image
         digests = await self.executor.sandboxes.image_digests()
         self.data_hash = await asyncio.to_thread(dataset_hash, self.bench.root)
 
@@ -298,6 +310,8 @@ class Coordinator:
             finally:
                 if self.judge is not None:
                     await self.judge.aclose()
+                if self.functions is not None:
+                    await self.functions.aclose()
         if self.gate.gone is not None:
             raise self.gate.gone
         return self.counts
@@ -401,6 +415,12 @@ class Coordinator:
                 judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
                 resource_limit=outcome.resource_limit,  # the agent's own load: a failure, graded here
+                functions=self.functions,
+                trajectory=outcome.trajectory,
+                attempt_id=attempt_id,
+                # a checkout's own servers' (h44's AttemptOutcome fields, when present)
+                server_effects=getattr(outcome, "server_effects", None),
+                init_results=getattr(outcome, "init_results", None),
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)

@@ -9,12 +9,16 @@ nothing of it enters a sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
 from bench.dataset import Benchmark, Task
+from bench.evaluator.context import native_effects, test_context
+from bench.evaluator.functions import FunctionRunner, with_test_function
 from bench.llm.config import ModelsConfig
+from bench.rollout.trajectory import Trajectory
 from bench.run.errors import GradingError
 from bench.run.results import RoleUsage
 from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide, limit_verdict
@@ -24,6 +28,7 @@ RubricJudgeFn = Callable[[list[str], str], Awaitable[list[RubricAnswer]]]
 
 # Why a rubric task cannot be graded in `tbx run` and `tbx env serve` (both take --skip-rubrics).
 NO_JUDGE = "task has rubrics but the config names no judge role (add one, or pass --skip-rubrics)"
+NO_EVALUATOR = "the task is graded by its test function, and this grader runs none"
 
 
 JUDGE_ROLE = "judge"  # the role the rubric judge's spend is recorded under (a row's `usage`)
@@ -105,12 +110,36 @@ async def grade(
     skip_rubrics: bool = False,
     no_judge: str = NO_JUDGE,
     resource_limit: str | None = None,
+    functions: FunctionRunner | None = None,
+    trajectory: Trajectory | None = None,
+    attempt_id: str = "",
+    server_effects: Mapping[str, Any] | None = None,
+    init_results: Mapping[str, Any] | None = None,
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).
     `skip_rubrics` judges a rubric task on state alone (and says so).
     `resource_limit`: the attempt's own load hit a limit (why): `limited`. Without
-    it a terminal state is required (GradingError)."""
+    it a terminal state is required (GradingError).
+    A task graded by its test function (Task.runs_function) is run by `functions`
+    (bench.evaluator) on the attempt's context: the test asks its own judge questions,
+    so no rubric is asked here. `server_effects` / `init_results`: what a checkout's own
+    servers reported (`AttemptOutcome.server_effects` / `.init_results`), beside the
+    native domains' Bench effects."""
+    if task.runs_function and resource_limit is None and terminal is not None:
+        if functions is None:
+            raise GradingError(f"{task.id}: {NO_EVALUATOR}")
+        state = judged(bench, task, golden, terminal, calls, initial=initial, domain=domain)
+        context = test_context(
+            effects={**native_effects(bench, task, golden, initial, terminal), **(server_effects or {})},
+            trajectory=trajectory,
+            calls=calls,
+            final_message=final_message,
+            session_id=attempt_id,
+            init_result=init_results or None,
+        )
+        result = await functions.run(task, context)
+        return Graded(verdict=with_test_function(task.id, state.verdict, result))
     if resource_limit is not None or terminal is None:  # no rubric is asked for either
         return judged(
             bench,

@@ -24,7 +24,7 @@ from bench.run.attempt import AttemptOutcome, TryPhase, usage_of
 from bench.run.grading import Graded
 from bench.run.output import RunOutput
 from bench.run.results import ResultRow, RoleUsage, add_usage
-from judge import AttemptRecord
+from judge import AttemptRecord, Verdict
 from sandbox import Fault
 
 
@@ -47,6 +47,24 @@ def _retry_fields(
 def try_usage(traj: Trajectory | None) -> dict[str, RoleUsage]:
     """What a try spent, per role, as its trajectory recorded it (a system error's too)."""
     return usage_of(traj) if traj is not None else {}
+
+
+def test_function_fields(verdict: Verdict) -> dict[str, object]:
+    """A row's fields of a task graded by its test function (none on other rows): the
+    reward, and where a failing test stopped."""
+    tf = verdict.test_function
+    if tf is None:
+        return {}
+    out: dict[str, object] = {"reward": verdict.reward, "test_seconds": round(tf.seconds, 3)}
+    if tf.judge_calls:
+        out["judge_questions"] = len(tf.judge_calls)
+    if not tf.result:
+        out["test_line"] = tf.lineno
+        out["test_message"] = (tf.message or "")[:500]
+    return out
+
+
+test_function_fields.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 def write_graded(
@@ -100,6 +118,7 @@ def write_graded(
             "rubrics_skipped": graded.rubrics_skipped,
             "judge_errors": verdict.judge_errors,
             **_retry_fields(retried, retried_usage),
+            **test_function_fields(verdict),
             **({"node": outcome.node} if outcome.node else {}),
             # started part-way: this many calls were replayed before the agent had it
             **({"prefix_calls": len(outcome.prefix)} if outcome.prefix else {}),

@@ -12,6 +12,10 @@ reused; --rejudge-rubrics asks the judge model again. The rubric tasks of a
 once one is configured; without one they are judged on state alone again, and
 the summary says how many still wait for a judge.
 
+A task graded by its test function (bench.evaluator) has it run again in the
+evaluator sandbox on the recorded attempt (the reference's `tb runtest`): the
+context is rebuilt from the recorded states and the attempt's trajectory file.
+
 `grade_record` reads a record and grades it through `bench.run.grading.grade`,
 the one grading path (the run coordinator grades its outcomes with it too).
 """
@@ -27,9 +31,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark
+from bench.evaluator.functions import FunctionRunner
+from bench.rollout.trajectory import Trajectory
 from bench.run.errors import GradingError
 from bench.run.golden import GoldenStore
 from bench.run.grading import JUDGE_ROLE, Graded, grade
+from bench.run.recording import test_function_fields
 from bench.run.results import RoleUsage
 from bench.terminal_text import printable
 from judge import (
@@ -84,10 +91,14 @@ async def grade_record(
     *,
     rejudge_rubrics: bool = False,
     skip_rubrics: bool = False,
+    functions: FunctionRunner | None = None,
+    trajectory: Trajectory | None = None,
 ) -> Graded:
     """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
-    and a judge is given. `skip_rubrics`: judge a rubric task on state alone."""
+    and a judge is given. `skip_rubrics`: judge a rubric task on state alone.
+    `functions` runs the test function of a task graded by one, on the recorded
+    attempt (`trajectory`: its conversation, when the run kept it)."""
     task = bench.task(record.task_id)
     terminal = terminal_state_of(record, base_dir)
     if terminal is None and record.resource_limit is None:
@@ -113,6 +124,9 @@ async def grade_record(
             no_judge=f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
             "pass --rejudge-rubrics and a judge model",
             resource_limit=record.resource_limit,
+            functions=functions,
+            trajectory=trajectory,
+            attempt_id=record.attempt_id,
         )
     except GradingError as exc:
         raise RegradeError(str(exc)) from None
@@ -158,6 +172,46 @@ async def regrade(
     rejudge_rubrics: bool = False,
     write: bool = True,
     concurrency: int = 2,
+    functions: FunctionRunner | None = None,
+) -> RegradeSummary:
+    """`functions`: the runner of test functions (a task graded by one is an error
+    without it); closed here."""
+    try:
+        return await _regrade(
+            results,
+            bench,
+            store,
+            judge,
+            rejudge_rubrics=rejudge_rubrics,
+            write=write,
+            concurrency=concurrency,
+            functions=functions,
+        )
+    finally:
+        if functions is not None:
+            await functions.aclose()
+
+
+def _trajectory(results: Path, row: dict[str, Any]) -> Trajectory | None:
+    ref = row.get("trajectory")
+    if not isinstance(ref, str):
+        return None
+    try:
+        return Trajectory.model_validate_json((results / ref).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+async def _regrade(
+    results: Path,
+    bench: Benchmark,
+    store: GoldenStore,
+    judge: RubricJudge | None,
+    *,
+    rejudge_rubrics: bool,
+    write: bool,
+    concurrency: int,
+    functions: FunctionRunner | None,
 ) -> RegradeSummary:
     summary = RegradeSummary()
     files = attempt_files(results)
@@ -190,6 +244,8 @@ async def regrade(
                     judge,
                     rejudge_rubrics=rejudge_rubrics,
                     skip_rubrics=was_skipped and judge is None,
+                    functions=functions,
+                    trajectory=await asyncio.to_thread(_trajectory, results, rows.get(path, {})),
                 )
             except JudgeUnavailable:
                 raise
@@ -273,6 +329,9 @@ def _rewrite_rows(
         for key, value in fields.items():
             if key in row:
                 row[key] = value
+        for key in ("reward", "test_seconds", "judge_questions", "test_line", "test_message"):
+            row.pop(key, None)
+        row.update(test_function_fields(v))
         if "verdict" in row:
             row["verdict"] = v.model_dump(mode="json")
         if v.judge_errors or "judge_errors" in row:

@@ -22,12 +22,12 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark
 from bench.dataset.parse import parse_server_init
 from bench.session_api.models import ApiError
+from judge.bench_effects import YESNO_SERVERS
 from servers.engine.seeding import DataPatchError, initial_rows
 from servers.registry import load_domain, server_to_domain
 
-# The reference's travel and neobank servers echo `rubrics_yesno` (and turn a null
-# `rubrics` into {}); the other three pass `rubrics` through and have no such key.
-YESNO_SERVERS = frozenset({"external_booking_v1", "sandbox_neobank_support_v1"})
+# The reference's travel and neobank servers (YESNO_SERVERS) echo `rubrics_yesno` (and turn
+# a null `rubrics` into {}); the other three pass `rubrics` through and have no such key.
 
 
 class SessionServer(BaseModel):

@@ -567,12 +567,35 @@ def attempt_page(
             for x in verdict.rubric_answers
             if not x.passed
         ]
+        tf = verdict.test_function
+        if tf is not None and not tf.result:  # the task's test function: its failing assert
+            why.insert(0, f"test function, line {tf.lineno}: {tf.line_content.strip()}")
+            why.insert(1, f"assert message: {tf.message or '(none)'}")
         body.append(
             '<div class="msg error-box"><div class="who">why it failed</div><ul>'
             + "".join(f"<li><code>{_e(w)}</code></li>" for w in why)
             + (f"<li>… {more} more</li>" if more > 0 else "")
             + '</ul><a href="#effects">the effects diff</a> · <a href="#conversation">the conversation</a> · '
             + f'<a href="{root}{task_href(row.task_id)}#golden">the golden calls</a></div>'
+        )
+    tf = verdict.test_function if verdict is not None else None
+    if tf is not None and (
+        tf.prints or tf.judge_calls or (verdict is not None and verdict.reward is not None)
+    ):
+        asked = "".join(
+            f"<li><code>{_e(c.user[-300:])}</code> → <b>{_e(c.text if c.text is not None else c.error or '')}</b></li>"
+            for c in tf.judge_calls
+        )
+        body.append(
+            '<div class="msg"><div class="who">test function</div>'
+            + (
+                f"<p>reward <b>{verdict.reward:g}</b></p>"
+                if verdict is not None and verdict.reward is not None
+                else ""
+            )
+            + (f"<p>judge questions</p><ul>{asked}</ul>" if asked else "")
+            + (f"<p>prints</p><pre>{_e(tf.prints[-4000:])}</pre>" if tf.prints else "")
+            + "</div>"
         )
     if row.system_error:
         tb = (a.error or {}).get("traceback")

@@ -67,6 +67,7 @@ BENCH_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dataset", "llm", "version"}),
     frozenset({"prepare"}),
     frozenset({"rollout", "replay"}),
+    frozenset({"evaluator"}),
     frozenset({"run"}),
     frozenset({"env", "report", "session_api"}),
     frozenset({"view"}),

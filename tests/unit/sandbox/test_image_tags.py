@@ -34,7 +34,8 @@ def installed_layout(site: Path) -> images.InputRoots:
     packages in site-packages, images/ and constraints.txt under sandbox/image_inputs/."""
     checkout = images.InputRoots(data=images.PACKAGES_ROOT, packages=images.PACKAGES_ROOT)
     data = site / "sandbox" / "image_inputs"
-    shutil.copytree(checkout.packages / "servers", site / "servers")
+    for package in images.PACKAGE_INPUTS:  # servers/, judge/ (the evaluator's judge/yesno.py)
+        shutil.copytree(checkout.packages / package, site / package)
     shutil.copytree(checkout.data / "images", data / "images")
     shutil.copy(checkout.data / "constraints.txt", data / "constraints.txt")
     (site / "servers" / "__pycache__").mkdir(exist_ok=True)

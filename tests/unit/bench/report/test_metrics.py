@@ -19,6 +19,7 @@ from bench.report.metrics import (
     run_metrics,
     wilson_interval,
 )
+from bench.report.tables import flag_lines
 from bench.report.views import CANONICAL, DIAGNOSTIC
 from bench.run.results import ResultRow, ResultsError, load_run, read_rows
 
@@ -402,3 +403,22 @@ def test_two_graded_rows_under_one_repeat_are_a_collision_the_report_names(tmp_p
     metrics = metrics_for_run(run)
     assert metrics.colliding_rows == 1
     assert any("1 graded rows collide" in line for line in flag_lines(metrics))
+
+
+def test_mean_reward_of_the_attempts_graded_by_a_test_function() -> None:
+    rows = [
+        row("f.py:a", 0, "retail", True, reward=0.5),
+        row("f.py:a", 1, "retail", True, reward=1.0),
+        row("f.py:b", 0, "retail", False, reward=0.0, test_line=7),
+        row(
+            "f.py:b", 1, "retail", False, system_error="boom", cause="test function"
+        ),  # the test's own error: 0
+        row("f.py:c", 0, "retail", True),  # natively graded: no reward
+        row("f.py:c", 1, "retail", False, system_error="down", cause="model endpoint"),
+    ]
+    m = run_metrics(rows, label="r", k=2)
+    assert (m.rewarded_attempts, m.mean_reward) == (4, 0.375)
+    assert flag_lines(m)[0].startswith(
+        "mean reward 0.375 over the 4 attempts graded by their task's test function"
+    )
+    assert run_metrics(rows[4:], label="r", k=2).mean_reward is None
