@@ -52,8 +52,10 @@ def _package_of(root: Path, server: str) -> str | None:
     return module.split(".")[0] if isinstance(module, str) and module else None
 
 
-def toolslib_dir(root: Path, server: str) -> Path:
-    """The ``toolslib`` folder holding ``server``'s seed files; raises DatasetError."""
+def toolslib_dir(root: Path, server: str, holding: tuple[str, ...] = ()) -> Path:
+    """The ``toolslib`` folder holding ``server``'s seed files; raises DatasetError.
+    Without a servers.yaml entry, the one package whose ``toolslib`` holds every folder
+    of ``holding`` (a checkout has other packages' toolslib folders beside it)."""
     package = _package_of(root, server)
     if package is not None:
         candidate = root / "servers" / package / package / "toolslib"
@@ -69,7 +71,11 @@ def toolslib_dir(root: Path, server: str) -> Path:
             ]
         )
     # No servers.yaml entry: the one server package a checkout of the v1.0 release has.
-    found = sorted(p for p in (root / "servers").glob("*/*/toolslib") if p.is_dir())
+    found = sorted(
+        p
+        for p in (root / "servers").glob("*/*/toolslib")
+        if p.is_dir() and all((p / folder).is_dir() for folder in holding)
+    )
     if len(found) == 1:
         return found[0]
     message = (
@@ -123,7 +129,7 @@ def checkout_seed(root: Path, domain: Domain) -> Rows:
     """``{table: rows}`` of ``domain`` in the state form of the export's seed.json, in the
     domain's table order; every problem of every file in one DatasetError."""
     root = Path(root)
-    base = toolslib_dir(root, domain.server)
+    base = toolslib_dir(root, domain.server, tuple(folder for _, folder in domain.seed_folders))
     seed: Rows = {}
     problems: list[Problem] = []
     for spec in domain.tables:
