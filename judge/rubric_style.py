@@ -12,3 +12,9 @@ RUBRIC_STYLES: tuple[RubricStyle, ...] = get_args(RubricStyle)
 DEFAULT_RUBRIC_STYLE: RubricStyle = "reference"
 # What a run whose manifest names no style was graded with (tbx before the reference style).
 UNRECORDED_RUBRIC_STYLE: RubricStyle = "json"
+
+
+def recorded_rubric_style(value: object) -> RubricStyle:
+    """The style a run's manifest records (`rubric_judge`): the unrecorded one for a
+    manifest written before the key existed (or a value tbx does not know)."""
+    return next((style for style in RUBRIC_STYLES if style == value), UNRECORDED_RUBRIC_STYLE)

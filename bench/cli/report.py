@@ -33,6 +33,7 @@ def report_command(args: argparse.Namespace) -> int:
         frontier_text,
         has_system_errors,
         judge_errors_text,
+        rubric_judge_text,
         spend_text,
         summary_rows,
         summary_title,
@@ -68,8 +69,9 @@ def report_command(args: argparse.Namespace) -> int:
     if has_system_errors(report):
         lines += ["", f"Diagnostic ({view_label(DIAGNOSTIC)})", *markdown_table(*diagnostic_rows(report))]
     lines.append("")
-    for r in report.runs:  # what was actually spent, and whether the judge could be read
-        lines += [f"{r.run}: {spend_text(r)}", *[f"{r.run}: {t}" for t in [judge_errors_text(r)] if t]]
+    for r in report.runs:  # what was spent, how rubrics were asked and whether the judge could be read
+        notes = [rubric_judge_text(r), judge_errors_text(r)]
+        lines += [f"{r.run}: {spend_text(r)}", *[f"{r.run}: {t}" for t in notes if t]]
     if len(report.runs) > 1:
         lines.append(frontier_text(report))
     lines.append(f"wrote {paths['md']}, {paths['html']}, {paths['json']}")

@@ -21,7 +21,8 @@ The attempts are counted in one score view (bench.report.views), the
 canonical one unless asked otherwise: an unresolved system error is then a
 failed attempt, so "valid" below means "counted in that view". Runs made on
 datasets of different `dataset_hash` are paired on the task ids they share,
-with a warning; runs sharing no task id are refused.
+with a warning; so are runs whose rubric questions were asked in different
+styles (`rubric_judge`, docs/judge.md); runs sharing no task id are refused.
 
 Nothing here reads files except `load_runs`; everything else takes
 tallies (`bench.report.metrics.tally`) and returns pydantic records.
@@ -40,6 +41,7 @@ from pydantic import BaseModel, Field, computed_field
 from bench.report.metrics import TaskTally, metrics_for_run, pass_hat_k, tally
 from bench.report.views import CANONICAL, ScoreView, view_label
 from bench.run.results import ResultRow, ResultsError, RunDir, load_run
+from judge.rubric_style import UNRECORDED_RUBRIC_STYLE, RubricStyle
 
 DEFAULT_SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000
@@ -180,6 +182,8 @@ class RunInfo(BaseModel):
     k: int  # repeats per task the run asked for (bench.report.metrics)
     tasks: int  # tasks with an attempt counted in the canonical view
     dataset_hash: str | None = None  # the manifest's; None for a run that recorded none
+    rubric_judge: RubricStyle = UNRECORDED_RUBRIC_STYLE  # how its rubric questions were asked
+    rubric_judged_attempts: int = 0  # rows showing the rubric judge at work (bench.report.metrics)
 
 
 class PairComparison(PairStats):
@@ -203,7 +207,7 @@ class Comparison(BaseModel):
     permutation_resamples: int
     level: float = LEVEL
     test: str = TEST_NAME
-    warnings: list[str] = Field(default_factory=list)  # e.g. runs of different datasets
+    warnings: list[str] = Field(default_factory=list)  # runs of different datasets or rubric styles
     runs: list[RunInfo]
     noise_floor: dict[str, NoiseFloor]
     pairs: list[PairComparison]
@@ -387,6 +391,8 @@ def compare_runs(
                 f"{ia.label} and {ib.label} were run on different datasets ({_datasets(ia, ib)}): "
                 f"paired on the {pair.tasks} task ids they share, whose contents may differ"
             )
+        if (styles := rubric_styles_text(ia, ib)) is not None:
+            warnings.append(styles)
         pair.noise_floor = {ia.label: floors[ia.label], ib.label: floors[ib.label]}
         pairs.append(pair)
     return Comparison(
@@ -409,6 +415,18 @@ def same_dataset(a: RunInfo, b: RunInfo) -> bool | None:
     return a.dataset_hash == b.dataset_hash
 
 
+def rubric_styles_text(a: RunInfo, b: RunInfo) -> str | None:
+    """The warning for two runs whose rubric questions were asked in different styles
+    (docs/judge.md), when either shows the rubric judge at work; None otherwise."""
+    if a.rubric_judge == b.rubric_judge or not (a.rubric_judged_attempts or b.rubric_judged_attempts):
+        return None
+    return (
+        f"{a.label} asked its rubric questions in the {a.rubric_judge} style, {b.label} in the "
+        f"{b.rubric_judge} style: their rubric-task verdicts are not comparable (compared anyway; "
+        "`tbx judge regrade RUN --rejudge-rubrics --rubric-judge STYLE` asks one run's again in the other's)"
+    )
+
+
 def _datasets(a: RunInfo, b: RunInfo) -> str:
     return f"dataset_hash {(a.dataset_hash or '?')[:12]} vs {(b.dataset_hash or '?')[:12]}"
 
@@ -425,7 +443,18 @@ def load_runs(dirs: Sequence[str | Path]) -> list[tuple[RunInfo, RunDir]]:
     metrics = [metrics_for_run(r) for r in loaded]
     labels = unique_labels([m.run for m in metrics])
     return [
-        (RunInfo(label=label, path=r.path, k=m.k, tasks=m.tasks, dataset_hash=_dataset_hash(r)), r)
+        (
+            RunInfo(
+                label=label,
+                path=r.path,
+                k=m.k,
+                tasks=m.tasks,
+                dataset_hash=_dataset_hash(r),
+                rubric_judge=m.rubric_judge,
+                rubric_judged_attempts=m.rubric_judged_attempts,
+            ),
+            r,
+        )
         for r, m, label in zip(loaded, metrics, labels, strict=True)
     ]
 

@@ -29,6 +29,7 @@ from bench.report.tables import (
     frontier_text,
     has_system_errors,
     passk_rows,
+    rubric_judge_text,
     signature_rows,
     spend_rows,
     summary_rows,
@@ -355,6 +356,8 @@ def render_html(report: Report, view_href: str | None = None) -> str:
         meta = f"agent: {agent_text(r)}; model: {r.model or DASH}; K={r.k}"
         if r.data_provenance and r.data_provenance.git:
             meta += f"; data: {r.data_provenance.git}"
+        if rubric := rubric_judge_text(r):  # how its rubric questions were asked
+            meta += f"; {rubric}"
         parts.append(
             f'<p class="note">{escape(meta)}'
             + (f"; <code>{escape(r.path)}</code>" if r.path else "")

@@ -19,6 +19,7 @@ from bench.report.tables import (
     frontier_text,
     has_system_errors,
     passk_rows,
+    rubric_judge_text,
     signature_rows,
     spend_rows,
     summary_rows,
@@ -73,6 +74,8 @@ def render_markdown(report: Report) -> str:
         meta = [f"agent: {md_text(agent_text(r))}", f"model: {md_text(r.model or DASH)}", f"K={r.k}"]
         if r.data_provenance and r.data_provenance.git:
             meta.append(f"data: {md_text(r.data_provenance.git)}")
+        if rubric := rubric_judge_text(r):  # how its rubric questions were asked
+            meta.append(md_text(rubric))
         if r.path:
             meta.insert(0, f"directory: {md_text(r.path)}")
         lines += ["; ".join(meta), ""]

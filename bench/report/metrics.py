@@ -38,6 +38,7 @@ from bench.report.provenance import DataProvenance, recorded_provenance
 from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView
 from bench.run.causes import count_causes
 from bench.run.results import ResultRow, RunDir
+from judge.rubric_style import UNRECORDED_RUBRIC_STYLE, RubricStyle, recorded_rubric_style
 
 K_VALUES: tuple[int, ...] = (1, 5, 10, 20)
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -176,6 +177,10 @@ class RunMetrics(GroupMetrics):
     agent: str | None = None
     harness: list[str] = Field(default_factory=list)  # interventions on (docs/harness.md)
     data_provenance: DataProvenance | None = None  # as recorded; None for older manifests
+    # How its rubric questions were asked (the manifest's `rubric_judge`; json when it names
+    # none), and the attempts whose row shows the rubric judge at work (`shows_rubric_judge`).
+    rubric_judge: RubricStyle = UNRECORDED_RUBRIC_STYLE
+    rubric_judged_attempts: int = 0
     model: str | None = None
     superseded_rows: int = 0
     colliding_rows: int = 0  # graded rows superseded: two graded attempts under one (task, repeat)
@@ -362,6 +367,21 @@ def _retries(row: ResultRow) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
+def shows_rubric_judge(row: ResultRow) -> bool:
+    """The row shows the rubric judge at work: its tokens (recorded whenever it was asked),
+    a reply it could not read, or a rubric answered "no". A row of an older run whose
+    rubrics all passed shows nothing (its judge recorded no tokens)."""
+    return "judge" in row.usage or row.judge_errors > 0 or row.signature == "rubric_failed"
+
+
+def rubric_judge_shown(manifest: Mapping[str, Any], rows: Iterable[ResultRow]) -> RubricStyle | None:
+    """How a run's rubric questions were asked, to show beside its provenance: None when
+    none of its rows shows the rubric judge at work."""
+    if not any(shows_rubric_judge(r) for r in rows):
+        return None
+    return recorded_rubric_style(manifest.get("rubric_judge"))
+
+
 def _dig(data: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(data, dict):
@@ -531,6 +551,8 @@ def run_metrics(
         agent=_name(manifest.get("agent")),
         harness=manifest_harness(manifest),
         data_provenance=recorded_provenance(manifest),
+        rubric_judge=recorded_rubric_style(manifest.get("rubric_judge")),
+        rubric_judged_attempts=sum(shows_rubric_judge(r) for r in rows),
         model=model,
         superseded_rows=superseded_rows,
         colliding_rows=colliding_rows,

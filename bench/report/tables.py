@@ -50,6 +50,17 @@ def agent_text(r: RunMetrics) -> str:
     return (r.agent or DASH) + (f" + {', '.join(r.harness)}" if r.harness else "")
 
 
+RUBRIC_STYLE_TEXT = {"reference": "the benchmark's own Yes/No", "json": "tbx's JSON with a reason"}
+
+
+def rubric_judge_text(r: RunMetrics) -> str | None:
+    """`rubric judge: reference (...)`, for a run whose rows show the rubric judge at work:
+    rubric verdicts of two styles do not compare (docs/judge.md)."""
+    if not r.rubric_judged_attempts:
+        return None
+    return f"rubric judge: {r.rubric_judge} ({RUBRIC_STYLE_TEXT[r.rubric_judge]})"
+
+
 def k_of_k_text(m: GroupMetrics) -> str:
     share = m.observed_k_of_k.share
     return f"{m.observed_k_of_k.count} ({fmt_pct(share)})" if share is not None else DASH

@@ -21,7 +21,13 @@ from pydantic import ValidationError
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import Price
-from bench.report.metrics import manifest_harness, manifest_prices, manifest_repeats, manifest_role_models
+from bench.report.metrics import (
+    manifest_harness,
+    manifest_prices,
+    manifest_repeats,
+    manifest_role_models,
+    rubric_judge_shown,
+)
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from bench.run.run_dataset import recorded_dataset_paths
@@ -51,6 +57,10 @@ class Run:
     @property
     def harness(self) -> list[str]:
         return manifest_harness(self.manifest)
+
+    @property
+    def rubric_judge(self) -> str | None:
+        return rubric_judge_shown(self.manifest, self.rows)
 
     @property
     def repeats(self) -> int:

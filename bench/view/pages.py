@@ -99,6 +99,7 @@ def tasks_page(runs: Sequence[Run], notes: Sequence[str], report_href: str | Non
     meta = [
         f"<b>{_e(r.label)}</b>: {len(r.rows)} attempts, agent {_e(r.agent or '—')}"
         + (f" + harness {_e(', '.join(r.harness))}" if r.harness else "")
+        + (f", rubric judge {_e(r.rubric_judge)}" if r.rubric_judge else "")
         + ", "
         + f"K={r.repeats} <code>{_e(r.path)}</code>"
         for r in runs

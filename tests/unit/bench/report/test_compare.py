@@ -430,6 +430,43 @@ def test_runs_of_different_datasets_are_named(tmp_path: Path, capsys: pytest.Cap
     assert "share no task id" in err and "a" * 12 in err and "c" * 12 in err and len(err.splitlines()) == 1
 
 
+def test_runs_of_two_rubric_styles_are_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rubric verdicts asked in two styles do not compare: one warning line on stderr, in
+    --json, compare.md and compare.html; the comparison still runs. None when neither run
+    shows the rubric judge at work, or both asked in one style."""
+    a = write_run(tmp_path, "a", {"t1": [True], "t2": [False]}, 1)
+    b = write_run(tmp_path, "b", {"t1": [True], "t2": [False]}, 1)
+    _set_manifest(b, rubric_judge="reference")  # a: written before the key, so json
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and json.loads(captured.out)["warnings"] == []
+
+    rows = [json.loads(line) for line in (a / "results.jsonl").read_text().splitlines()]
+    rows[1]["signature"] = "rubric_failed"  # a rubric answered no: the judge was asked
+    (a / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), str(b), "--out", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    warning = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warning) == 1
+    assert "a asked its rubric questions in the json style, b in the reference style" in warning[0]
+    assert "not comparable (compared anyway" in warning[0]
+    assert data["warnings"] == [warning[0].removeprefix("tbx compare: warning: ")]
+    assert [(r["rubric_judge"], r["rubric_judged_attempts"]) for r in data["runs"]] == [
+        ("json", 1),
+        ("reference", 0),
+    ]
+    assert data["pairs"][0]["tasks"] == 2  # compared all the same
+    assert "a asked its rubric questions in the json style" in (out / "compare.md").read_text()
+    assert "a asked its rubric questions in the json style" in (out / "compare.html").read_text()
+
+    _set_manifest(b, rubric_judge="json")
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and json.loads(captured.out)["warnings"] == []
+
+
 def test_terminal_output_escapes_recorded_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A recorded id (a Session API client picks its session id) can hold terminal escapes."""
     hostile = "session:\x1b[2J\x1b]0;owned\x07\x1b[31mred\nforged line"

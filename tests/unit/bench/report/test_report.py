@@ -308,3 +308,42 @@ def test_the_totals_are_what_was_spent_and_judge_errors_are_counted(
     assert "Judge errors: 1 rubric replies could not be read" in md
     html = (d / "report.html").read_text()
     assert "Tokens spent (all rows, all tries)" in html and "Judge errors: 1 rubric replies" in html
+
+
+def test_the_rubric_judge_style_is_shown_where_rubrics_were_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose rows show the rubric judge at work (its tokens, here) names the style its
+    manifest records beside its provenance; one without says nothing but --json; a manifest
+    written before the key reads as json."""
+    judged = write_run(tmp_path, "judged", {"retail/1": [T, F]})
+    rows = [json.loads(line) for line in (judged / "results.jsonl").read_text().splitlines()]
+    rows[0]["usage"]["judge"] = {"model": "j", "input_tokens": 150, "output_tokens": 1, "calls": 1}
+    (judged / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = json.loads((judged / "manifest.json").read_text())
+    (judged / "manifest.json").write_text(json.dumps({**manifest, "rubric_judge": "reference"}))
+    plain = write_run(tmp_path, "plain", {"retail/1": [T, F]})  # no rubric judged, no key
+
+    assert main(["report", str(judged), str(plain), "--json"]) == 0
+    data = {r["run"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert (data["judged"]["rubric_judge"], data["judged"]["rubric_judged_attempts"]) == ("reference", 1)
+    assert (data["plain"]["rubric_judge"], data["plain"]["rubric_judged_attempts"]) == ("json", 0)
+
+    out = tmp_path / "out"
+    assert main(["report", str(judged), str(plain), "--out", str(out)]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if "rubric judge" in line]
+    assert shown == ["judged: rubric judge: reference (the benchmark's own Yes/No)"]
+    md = (out / "report.md").read_text()
+    assert "K=2; rubric judge: reference (the benchmark's own Yes/No)" in md
+    assert md.count("rubric judge:") == 1
+    html = (out / "report.html").read_text()
+    assert "K=2; rubric judge: reference (the benchmark&#x27;s own Yes/No)" in html
+    assert html.count("rubric judge:") == 1
+
+    # a run of tbx before the key, whose rubric answered "no": the json style, shown
+    rows[0]["usage"].pop("judge")
+    rows[1]["signature"] = "rubric_failed"
+    (judged / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (judged / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(judged)]) == 0
+    assert "judged: rubric judge: json (tbx's JSON with a reason)" in capsys.readouterr().out

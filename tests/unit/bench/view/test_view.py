@@ -282,6 +282,19 @@ def test_a_model_endpoint_failure_is_named_as_such_with_what_it_spent(tmp_path: 
     assert "17,696 tokens" in page and "17,696 more tokens in retried tries" in page
 
 
+def test_the_tasks_page_names_the_rubric_judge_style_where_rubrics_were_judged(tmp_path: Path) -> None:
+    run = write_run(tmp_path)
+    build_site([run], tmp_path / "plain")
+    assert "rubric judge" not in (tmp_path / "plain" / "index.html").read_text()  # none judged
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    rows[0]["usage"]["judge"] = {"input_tokens": 150, "output_tokens": 1}
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "rubric_judge": "reference"}))
+    build_site([run], tmp_path / "judged")
+    assert "agent chaos, rubric judge reference, K=2" in (tmp_path / "judged" / "index.html").read_text()
+
+
 def test_cli_writes_site_and_linked_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path)
     assert main(["view", str(run)]) == 0
