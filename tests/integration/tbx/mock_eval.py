@@ -1,0 +1,82 @@
+"""`inspect eval tbx/thinkingbox_bench` with Inspect's `mockllm` model scripted, run as a
+process of its own, as a user's eval is (the task found by its registry name through the
+`inspect_ai` entry point; a checkout's root on sys.path would hide the installed
+distribution's metadata from Inspect's naming).
+
+    python mock_eval.py golden|golden-kill|default LOG_DIR DATASET TASKS [EPOCHS]
+
+golden: each task's golden calls, one per step (the task found by its query, the step by
+the tool replies so far), then `<DONE>`; golden-kill: the same, the eval's first call
+killing its attempt's tool server container first (run with retry_on_error=1); default:
+mockllm's default output at every turn. mockllm counts tokens with tiktoken unless an
+output carries its usage (a download this machine cannot make), so each one carries one.
+Prints the log's path.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import docker
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.model._providers.mockllm import MockLLM
+from inspect_ai.util import sandbox
+
+from bench.dataset import load_benchmark
+
+USAGE = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+
+
+def _used(out: ModelOutput) -> ModelOutput:
+    out.usage = USAGE
+    return out
+
+
+def golden_player(dataset: str, kill: bool) -> Any:
+    from tbx.sandboxenv import TbxSandbox
+
+    bench = load_benchmark(dataset)
+    golden = {t.query: bench.golden_calls(t) for t in bench.tasks}
+    killed: list[str] = []
+
+    def play(input: list[Any], tools: list[Any], tool_choice: Any, config: Any) -> ModelOutput:
+        if kill and not killed:
+            lease = sandbox().as_type(TbxSandbox).attempt.held.live.lease
+            role, cid = next((r, c) for r, c in lease.containers.items() if r.startswith("server"))
+            docker.from_env().containers.get(cid).kill()
+            killed.append(role)
+        query = next(m.text for m in input if m.role == "user")
+        calls = golden[query]
+        n = sum(m.role == "tool" for m in input)
+        if n < len(calls):
+            name, args = calls[n]
+            return _used(ModelOutput.for_tool_call("mockllm", name, args, tool_call_id=f"golden_{n}"))
+        return _used(ModelOutput.from_content("mockllm", "Your request is complete. <DONE>"))
+
+    return play
+
+
+def default_output(input: list[Any], tools: list[Any], tool_choice: Any, config: Any) -> ModelOutput:
+    return _used(ModelOutput.from_content("mockllm", MockLLM.default_output))
+
+
+def main() -> None:
+    mode, log_dir, dataset, tasks = sys.argv[1:5]
+    epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+    outputs = default_output if mode == "default" else golden_player(dataset, mode == "golden-kill")
+    [log] = inspect_eval(
+        "tbx/thinkingbox_bench",
+        task_args={"dataset": dataset, "tasks": tasks, "warm": 1},
+        model=get_model("mockllm/model", custom_outputs=outputs),
+        epochs=epochs,
+        retry_on_error=1 if mode == "golden-kill" else None,
+        log_dir=log_dir,
+        display="none",
+    )
+    print(log.location)
+
+
+if __name__ == "__main__":
+    main()
