@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")  # the `inspect` extra (make test installs it)
 
-from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
-from pg_support import DEMO_PACK  # noqa: E402
+from inspect_ai.log import EvalLog, read_eval_log
+from pg_support import DEMO_PACK
 
 pytestmark = pytest.mark.docker
 
