@@ -3,19 +3,21 @@ process of its own, as a user's eval is (the task found by its registry name thr
 `inspect_ai` entry point; a checkout's root on sys.path would hide the installed
 distribution's metadata from Inspect's naming).
 
-    python mock_eval.py golden|golden-kill|default LOG_DIR DATASET TASKS [EPOCHS]
+    python mock_eval.py golden|golden-kill|default LOG_DIR DATASET TASKS [--epochs N]
+                        [--max-samples N] [--warm N] [--skip-rubrics]
 
 golden: each task's golden calls, one per step (the task found by its query, the step by
 the tool replies so far), then `<DONE>`; golden-kill: the same, the eval's first call
 killing its attempt's tool server container first (run with retry_on_error=1); default:
 mockllm's default output at every turn. mockllm counts tokens with tiktoken unless an
 output carries its usage (a download this machine cannot make), so each one carries one.
-Prints the log's path.
+Prints the log's path. benchmarks/inspect_overhead.py runs it too (golden, against `tbx run
+--agent oracle`).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from typing import Any
 
 import docker
@@ -63,16 +65,33 @@ def default_output(input: list[Any], tools: list[Any], tool_choice: Any, config:
 
 
 def main() -> None:
-    mode, log_dir, dataset, tasks = sys.argv[1:5]
-    epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 2
-    outputs = default_output if mode == "default" else golden_player(dataset, mode == "golden-kill")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["golden", "golden-kill", "default"])
+    parser.add_argument("log_dir")
+    parser.add_argument("dataset")
+    parser.add_argument("tasks", help="comma-separated task ids; empty: every task")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--max-samples", type=int, default=None)
+    parser.add_argument("--warm", type=int, default=1)
+    parser.add_argument("--skip-rubrics", action="store_true")
+    args = parser.parse_args()
+    kill = args.mode == "golden-kill"
+    outputs = default_output if args.mode == "default" else golden_player(args.dataset, kill)
+    task_args: dict[str, Any] = {
+        "dataset": args.dataset,
+        "warm": args.warm,
+        "skip_rubrics": args.skip_rubrics,
+    }
+    if args.tasks:
+        task_args["tasks"] = args.tasks
     [log] = inspect_eval(
         "tbx/thinkingbox_bench",
-        task_args={"dataset": dataset, "tasks": tasks, "warm": 1},
+        task_args=task_args,
         model=get_model("mockllm/model", custom_outputs=outputs),
-        epochs=epochs,
-        retry_on_error=1 if mode == "golden-kill" else None,
-        log_dir=log_dir,
+        epochs=args.epochs,
+        max_samples=args.max_samples,
+        retry_on_error=1 if kill else None,
+        log_dir=args.log_dir,
         display="none",
     )
     print(log.location)
