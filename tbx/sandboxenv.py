@@ -36,6 +36,7 @@ from bench.dataset import Task
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptOutcome
 from bench.run.held import HeldAttempt
+from bench.run.sizing import default_concurrency
 from tbx.config import TbxConfig
 from tbx.host import TaskHost
 
@@ -152,7 +153,8 @@ class TbxSandbox(SandboxEnvironment):
 
     @classmethod
     def default_concurrency(cls) -> int | None:
-        return None
+        """Inspect's default --max-sandboxes: `tbx run`'s default for a model agent (memory)."""
+        return default_concurrency(model_agent=True)
 
     # ---- no commands, no files --------------------------------------------------------
     async def exec(
