@@ -33,13 +33,13 @@ def load(config: TbxConfig) -> tuple[Benchmark, list[Task]]:
     bench = load_benchmark(Path(config.dataset), release=config.release)
     if config.tasks is None:
         return bench, list(bench.tasks)
-    known = {t.id: t for t in bench.tasks} | {t.uid: t for t in bench.tasks}
-    unknown = [t for t in config.tasks if t not in known]
+    wanted = set(config.tasks)
+    unknown = wanted - {t.id for t in bench.tasks} - {t.uid for t in bench.tasks}
     if unknown:
         raise ValueError(
-            f"unknown task(s) in {bench.root}: {', '.join(unknown)} (`tbx tasks list` shows them)"
+            f"unknown task(s) in {bench.root}: {', '.join(sorted(unknown))} (`tbx tasks list` shows them)"
         )
-    return bench, [known[t] for t in config.tasks]
+    return bench, [t for t in bench.tasks if t.id in wanted or t.uid in wanted]
 
 
 class TaskHost:

@@ -17,7 +17,7 @@ import contextlib
 
 from inspect_ai.model import ModelOutput, get_model
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.util import sandbox
+from inspect_ai.util import LimitExceededError, sandbox
 
 from bench.defaults import TIMEOUTS
 from bench.rollout.agent_loop import run_loop
@@ -52,8 +52,17 @@ def tbx_conversation() -> Solver:
         user = InspectUser(get_model(role="user"), brief.user_context)
         try:
             trajectory = await run_loop(spec, InspectAgent(get_model()), user, url, headers)
-        except BaseException as exc:
-            await attempt.held.close(exc)  # no terminal state: the conversation did not end
+        except LimitExceededError:
+            # Inspect's own limit (messages, tokens, time) ended the agent's turn: the state it
+            # left is its outcome, which the scorer grades as Inspect's limits are graded.
+            with contextlib.suppress(ResourceLimitHit):
+                await attempt.end()
+            raise
+        except Exception as exc:
+            # No terminal state: the conversation did not end. The lifecycle's word on how the
+            # attempt ended (a lost container, when one was) is what is raised. A cancellation
+            # is left to sample_cleanup, which Inspect runs shielded.
+            await attempt.end(exc)
             raise
         attempt.trajectory = trajectory
         attempt.outcome.trajectory = trajectory
