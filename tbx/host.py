@@ -1,6 +1,6 @@
 """What the samples of one Inspect task share, as `tbx env serve`'s host does for its
 episodes: the loaded benchmark, the DockerProvider with a warm pool per domain (its
-spares seeded ahead for the selected tasks, round-robin), the in-process tool proxy and
+spares seeded ahead for the selected tasks, round-robin: Inspect's epoch-by-epoch order), the in-process tool proxy and
 the golden store. `task_init` starts one per configuration, `task_cleanup` closes it;
 the golden end states and rubrics stay here, on the evaluator's side.
 """
@@ -63,7 +63,9 @@ class TaskHost:
         self.proxy = ProxyServer(call_timeout=self.config.call_timeout).start()
         domains = sorted({t.domain for t in self.tasks.values()})
         provider = DockerProvider(warm=self.warm)
-        provider.plan({}, self._plan_ahead(domains), again=True)
+        # Inspect runs the samples epoch by epoch in dataset order: per domain, the selected
+        # tasks round-robin are the checkouts to come, each a hand-over of a spare seeded for it.
+        provider.plan({}, self._plan_ahead(domains))
         await provider.start(self.run_id)
         self.provider = provider
         for domain in domains:
