@@ -36,7 +36,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,ray]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,ray,inspect]'
 	touch $@
 
 images: venv

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("bench", "sandbox", "servers", "judge", "lazy_exports")
+PARTS = ("bench", "sandbox", "servers", "judge", "lazy_exports", "tbx")
 
 
 def imported_parts(package: str) -> dict[str, set[str]]:
@@ -54,6 +54,19 @@ def test_servers_import_no_other_part_of_tbx() -> None:
 def test_the_lazy_export_helper_imports_no_part_of_tbx() -> None:
     # sandbox and judge share it, so it must sit below both.
     assert imported_parts("lazy_exports") == {}
+
+
+@pytest.mark.parametrize("package", ["bench", "sandbox", "servers", "judge", "lazy_exports"])
+def test_no_part_of_tbx_imports_the_inspect_extension(package: str) -> None:
+    # tbx/ is an optional extra on top (pip install 'tbx[inspect]'): nothing below may need it.
+    assert imported_parts(package).get("tbx", set()) == set()
+
+
+def test_the_inspect_extension_uses_tbxs_api_not_its_servers() -> None:
+    # bench's lifecycle, grading and metrics, sandbox's provider and proxy, judge's rubric
+    # judge; never the tool servers' code, which runs in containers.
+    assert set(imported_parts("tbx")) <= {"bench", "sandbox", "judge"}
+    assert "bench" in imported_parts("tbx")
 
 
 def test_sandbox_imports_nothing_from_servers() -> None:

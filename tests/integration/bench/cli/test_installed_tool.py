@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(600)
 
 REPO = Path(__file__).resolve().parents[4]
 CHECKOUT = REPO.parent / "shared/benchmarks/thinkingbox-data"
-PACKAGES = ("bench", "judge", "lazy_exports", "sandbox", "servers")
+PACKAGES = ("bench", "judge", "lazy_exports", "sandbox", "servers", "tbx")  # tbx: the Inspect extension
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 # What a source tree holds besides the source: environments, caches, earlier builds, results.
 NOT_SOURCE = {".venv", ".venv-openenv", ".venv-openenv10", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
