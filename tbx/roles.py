@@ -29,7 +29,7 @@ from bench.llm.client import ToolCallRequest
 from bench.rollout.agents.base import AgentStep
 from bench.rollout.trajectory import UserTurn
 from bench.rollout.user_sim import Transcript, build_prompt, clean_reply
-from judge.rubric import MAX_TOKENS, Complete, JudgeUnavailable
+from judge.rubric import MAX_TOKENS, Complete, Completion, JudgeUnavailable
 
 
 def _arguments(text: str) -> tuple[dict[str, Any], str | None]:
@@ -127,11 +127,17 @@ def grader_completion(model: Model) -> Complete:
     """judge.RubricJudge's completion on the `grader` role; a model that fails after
     Inspect's own retries is `JudgeUnavailable` (a system error, never a verdict)."""
 
-    async def complete(messages: list[dict[str, str]]) -> tuple[str | None, int]:
+    async def complete(messages: list[dict[str, str]]) -> Completion:
         try:
             output = await model.generate(to_inspect(messages), config=GenerateConfig(max_tokens=MAX_TOKENS))
         except Exception as exc:
             raise JudgeUnavailable(f"grader model {model.name!r} unavailable: {exc!r}") from exc
-        return output.completion, 1
+        usage = output.usage
+        return Completion(
+            text=output.completion,
+            input_tokens=usage.input_tokens if usage else 0,
+            output_tokens=usage.output_tokens if usage else 0,
+            cached_tokens=(usage.input_tokens_cache_read or 0) if usage else 0,
+        )
 
     return complete
