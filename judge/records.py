@@ -32,6 +32,7 @@ Signature = Literal[
     "no_state_change",
     "rubric_failed",
     "resource_limit",
+    "context_limit",  # the agent's conversation outgrew its model's context (a finish reason of tbx's)
 ]
 SIGNATURES: tuple[Signature, ...] = get_args(Signature)
 DifferenceKind = Literal["wrong_value", "missing_effect", "extra_effect", "row_order"]

@@ -29,7 +29,11 @@ __all__ = ["CAUSES", "CONTAINER_FAULT", "NODE_FAULT", "OTHER_FAULT", "Cause", "F
 
 # The model endpoint, one of the attempt's containers, the node (its Docker daemon,
 # address pool, memory), the golden replay, the rubric judge, or something else.
-Cause = Literal["model endpoint", "container", "node", "golden replay", "judge", "other"]
+# "model endpoint incompatible": the endpoint deterministically refuses what tbx sends
+# (a validation error), which no new try can get past.
+Cause = Literal[
+    "model endpoint", "model endpoint incompatible", "container", "node", "golden replay", "judge", "other"
+]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 
 

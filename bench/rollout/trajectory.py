@@ -18,7 +18,9 @@ from pydantic import BaseModel, Field
 
 from bench.llm.client import Usage
 
-FinishReason = Literal["done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error"]
+FinishReason = Literal[
+    "done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error", "context_limit"
+]
 FINISH_REASONS: tuple[FinishReason, ...] = (
     "done",
     "user_done",
@@ -26,6 +28,7 @@ FINISH_REASONS: tuple[FinishReason, ...] = (
     "user_limit",
     "timeout",
     "agent_error",
+    "context_limit",  # the model endpoint refused the conversation as longer than its context
 )
 
 
@@ -39,7 +42,10 @@ class Message(BaseModel):
     name: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if content is None and self.role == "assistant":
+            content = ""  # never null: some servers refuse it (llama-cpp-python answers 500)
+        out: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             out["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:

@@ -80,6 +80,9 @@ class RunOptions(BaseModel):
     daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
     # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
     harness: tuple[str, ...] = ()
+    # What each role's model server said of itself at start-up (bench.env.endpoint_probe):
+    # the manifest's `model_servers`, outside the bundle.
+    model_servers: dict[str, Any] = Field(default_factory=dict)
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -226,6 +229,7 @@ class Coordinator:
                 data_hash=self.data_hash,
                 policy_search=self.opts.policy_search,
                 harness=self.opts.harness,
+                model_servers=self.opts.model_servers,
             )
 
         try:
@@ -396,6 +400,7 @@ class Coordinator:
                 judge=self.judge,
                 skip_rubrics=self.opts.skip_rubrics,
                 resource_limit=outcome.resource_limit,  # the agent's own load: a failure, graded here
+                finish_reason=outcome.finish_reason,
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)

@@ -77,6 +77,7 @@ async def grade_record(
     *,
     rejudge_rubrics: bool = False,
     skip_rubrics: bool = False,
+    finish_reason: str | None = None,
 ) -> Verdict:
     """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
@@ -106,6 +107,7 @@ async def grade_record(
             no_judge=f"{record.attempt_id or record.task_id}: no usable rubric answers recorded; "
             "pass --rejudge-rubrics and a judge model",
             resource_limit=record.resource_limit,
+            finish_reason=finish_reason,  # its row's: a context_limit failure keeps its signature
         )
     except GradingError as exc:
         raise RegradeError(str(exc)) from None
@@ -182,6 +184,7 @@ async def regrade(
                     judge,
                     rejudge_rubrics=rejudge_rubrics,
                     skip_rubrics=was_skipped and judge is None,
+                    finish_reason=rows.get(path, {}).get("finish_reason"),
                 )
             except JudgeUnavailable:
                 raise
