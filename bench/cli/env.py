@@ -126,9 +126,9 @@ def serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tbx env serve: {exc}", file=sys.stderr)
         return 2
+    config = load_models_config(args.config)  # a config's typo before the data is read
     bench = benchmark_for("tbx env serve", args.dataset, release)
     tasks = select_tasks(bench, ids, args.domain)
-    config = load_models_config(args.config)
     # The simulated user always; the judge when a served task has rubrics (usage errors, before
     # anything is written; whether the endpoints answer is `/ready`'s to say, it may start later).
     needs_judge = not args.skip_rubrics and any(t.has_rubrics for t in tasks)

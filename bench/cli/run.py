@@ -152,9 +152,9 @@ def _check_writable(out: Path) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(probe))
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(probe))
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
 
 
 def _stderr(message: str) -> None:
@@ -178,11 +178,12 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.run.retries import RetryPolicy
     from bench.run.sizing import check_memory, default_concurrency
 
+    # The cheap checks first, nothing written: the config file, the data, the keys the roles
+    # need (usage errors), then --out (one that cannot be written fails before endpoints and
+    # Docker), then the endpoints.
+    config = load_models_config(args.config) if args.config else None
     bench = benchmark_for("tbx run", args.dataset, args.release)
     tasks = select_tasks(bench, args.tasks, args.domain)
-    # The cheap checks first, nothing written: the config and its keys (usage errors), then
-    # --out (one that cannot be written fails before endpoints and Docker), then endpoints.
-    config = load_models_config(args.config) if args.config else None
     builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
     if not builtin and config is None:
         raise RunError(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")

@@ -198,6 +198,7 @@ class ModelsConfig(BaseModel):
 
 
 def parse_models_config(data: Any, source: str = "<config>") -> ModelsConfig:
+    data = {} if data is None else data  # an empty file: no roles (a caller that needs one says so)
     if not isinstance(data, dict):
         raise ModelsConfigError(f"{source}: expected a mapping at the top level")
     data = dict(data)

@@ -1,0 +1,219 @@
+"""tbx against stub endpoints on 127.0.0.1 that behave as real OpenAI-compatible servers do
+(tests/unit/llama_like.py; issue 43): no key where none is needed, tool_choice, content "",
+validation refusals versus transient 500s, context overflow, busy versus down, the wall
+clock that stops while the endpoint works, per-role concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agent_fakes import FakeMcp, spec
+from llama_like import MODEL_PATH, LlamaLike
+
+from bench.env.endpoint_probe import ProbeCache, probe
+from bench.llm.client import INCOMPATIBLE, ContextLimitExceeded, LLMClient, ModelEndpointError
+from bench.llm.config import RoleConfig
+from bench.rollout.agent_loop import run_loop
+from bench.rollout.agents import LLMAgent, ScriptedUser
+from bench.run.causes import fault_of
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_value",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+    },
+}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_value", "arguments": '{"key": "a"}'}}
+
+
+@pytest.fixture
+def server() -> Iterator[LlamaLike]:
+    srv = LlamaLike().start()
+    srv.tool_call = CALL
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[FakeMcp]:
+    srv = FakeMcp().start()
+    yield srv
+    srv.stop()
+
+
+def role(url: str, **kw: Any) -> RoleConfig:
+    base: dict[str, Any] = {
+        "base_url": url,
+        "model": "agent-model",
+        "api_key_env": "TBX_TEST_UNSET_KEY",
+        "backoff_initial": 0.01,
+        "backoff_max": 0.02,
+        "max_retries": 3,
+    }
+    return RoleConfig(**{**base, **kw})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_local_server_gets_no_authorization_header_tool_choice_and_empty_content(
+    server: LlamaLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TBX_TEST_UNSET_KEY", raising=False)
+    async with LLMClient(role(server.url)) as client:
+        first = await client.chat([{"role": "user", "content": "hi"}], tools=[TOOL])
+        assert [tc.name for tc in first.tool_calls] == ["get_value"]  # honoured: tool_choice was sent
+        messages = [
+            {"role": "user", "content": "hi"},
+            first.assistant_message(),
+            {"role": "tool", "tool_call_id": "call_1", "content": "1"},
+        ]
+        second = await client.chat(messages, tools=[TOOL])  # refused with 500 if content were null
+    assert second.content == "I can help with that."
+    assert all("authorization" not in h for h in server.headers)
+    assert [r["tool_choice"] for r in server.requests] == ["auto", "auto"]
+    assert server.requests[1]["messages"][1]["content"] == ""
+
+
+async def test_tool_choice_omit_sends_none_and_such_a_server_ignores_the_tools(server: LlamaLike) -> None:
+    async with LLMClient(role(server.url, tool_choice="omit")) as client:
+        result = await client.chat([{"role": "user", "content": "hi"}], tools=[TOOL])
+    assert "tool_choice" not in server.requests[0] and result.tool_calls == []
+    async with LLMClient(role(server.url, tool_choice="required")) as client:
+        await client.chat([{"role": "user", "content": "hi"}], tools=[TOOL])
+        await client.chat([{"role": "user", "content": "no tools"}])
+    assert server.requests[1]["tool_choice"] == "required" and "tool_choice" not in server.requests[2]
+
+
+async def test_a_validation_refusal_is_an_incompatibility_at_once_not_retried(server: LlamaLike) -> None:
+    async with LLMClient(role(server.url)) as client:
+        with pytest.raises(ModelEndpointError) as err:
+            await client.chat([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}])
+    assert len(server.requests) == 1 and err.value.attempts == 1
+    assert fault_of(err.value) == INCOMPATIBLE and not INCOMPATIBLE.retryable
+    assert INCOMPATIBLE.cause == "model endpoint incompatible"
+    assert "Input should be a valid string" in str(err.value) and "HTTP 500" in str(err.value)
+
+
+async def test_a_transient_500_is_still_retried(server: LlamaLike) -> None:
+    server.fail_500 = ["CUDA out of memory", "internal error"]
+    async with LLMClient(role(server.url)) as client:
+        result = await client.chat([{"role": "user", "content": "hi"}])
+    assert result.content and result.usage.attempts == 3
+    server.fail_500 = ["overloaded"] * 4
+    async with LLMClient(role(server.url)) as client:
+        with pytest.raises(ModelEndpointError) as err:
+            await client.chat([{"role": "user", "content": "hi"}])
+    assert err.value.attempts == 4 and fault_of(err.value).cause == "model endpoint"
+    assert fault_of(err.value).retryable
+
+
+async def test_context_overflow_is_the_agents_context_limit(server: LlamaLike, mcp_server: FakeMcp) -> None:
+    server.context_chars = 3000  # the query fits; the conversation after a few tool calls does not
+    mcp_server.reset()
+    async with LLMClient(role(server.url)) as client:
+        with pytest.raises(ContextLimitExceeded):
+            await client.chat([{"role": "user", "content": "x" * 4000}])
+        before = len(server.requests)
+        traj = await run_loop(spec(), LLMAgent(client), ScriptedUser(["again"] * 20), mcp_server.url)
+    assert traj.finish_reason == "context_limit"
+    assert traj.error is not None and "maximum context length" in traj.error
+    assert len(server.requests) - before == traj.agent_turns + 1  # the refused request was not retried
+    assert traj.tool_calls  # what the agent did before is kept
+
+
+async def test_the_wall_clock_stops_while_the_endpoint_works(server: LlamaLike, mcp_server: FakeMcp) -> None:
+    server.slow = 0.4  # each completion takes longer than the whole wall clock
+    server.tool_call = None
+    mcp_server.reset()
+    async with LLMClient(role(server.url)) as client:
+        traj = await run_loop(
+            spec(wall_clock=0.3, max_agent_turns=3),
+            LLMAgent(client),
+            ScriptedUser(["more"] * 5),
+            mcp_server.url,
+        )
+    assert traj.finish_reason == "agent_limit"  # not timeout: the time was the endpoint's
+    assert traj.timings["model_wait"] >= 3 * 0.4 > traj.timings["total"] - traj.timings["model_wait"]
+
+
+async def test_max_concurrency_queues_requests_outside_the_agents_clock(server: LlamaLike) -> None:
+    server.slow = 0.2
+    in_flight = 0
+    most = 0
+    lock = threading.Lock()
+    original = server.answer
+
+    def counting(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        try:
+            return original(body)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    server.answer = counting  # type: ignore[method-assign]
+    async with LLMClient(role(server.url, max_concurrency=1)) as client:
+        results = await asyncio.gather(
+            *(client.chat([{"role": "user", "content": str(i)}]) for i in range(3))
+        )
+    assert most == 1 and all(r.content for r in results)
+    # latency is the endpoint's own time, not the time queued for the slot
+    assert max(r.usage.latency_ms for r in results) < 2 * 200 + 150
+
+
+async def test_a_busy_server_is_busy_not_unreachable_and_a_closed_port_is_down(server: LlamaLike) -> None:
+    server.slow = 1.5
+    cfg = role(server.url, model=MODEL_PATH)
+    client = LLMClient(cfg)
+    working = asyncio.create_task(client.chat([{"role": "user", "content": "long job"}]))
+    await asyncio.sleep(0.2)
+    t = time.monotonic()
+    waited = await probe("agent", cfg)  # waits as long as the role's timeout: answered after the job
+    assert waited.ok and time.monotonic() - t >= 1.0
+    assert waited.server == {"models": [{"id": MODEL_PATH, "owned_by": "me"}], "server": "uvicorn"}
+    await working
+    working = asyncio.create_task(client.chat([{"role": "user", "content": "long job"}]))
+    await asyncio.sleep(0.2)
+    short = await probe("agent", role(server.url, model=MODEL_PATH, timeout=0.5))
+    assert short.state == "busy" and not short.ok and "accepted the connection" in short.detail
+    cache = ProbeCache()
+    ready = await cache.check("user", cfg, 0.2)  # /ready's view while the job runs
+    assert ready.ok and ready.state == "busy" and "busy" in ready.detail
+    await working
+    await client.aclose()
+    down = await probe("agent", role(f"http://127.0.0.1:{free_port()}/v1"))
+    assert down.state == "down" and "cannot reach" in down.detail
+
+
+async def test_a_model_the_list_does_not_name_is_proven_by_a_completion(server: LlamaLike) -> None:
+    result = await probe("user", role(server.url))  # llama-cpp-python lists its file path only
+    assert result.ok and "1-token completion worked" in result.detail and result.server is not None
+
+
+async def test_a_key_the_endpoint_wants_is_named_when_refused(
+    server: LlamaLike, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TBX_TEST_UNSET_KEY", raising=False)
+    server.key = "s3cret"
+    result = await probe("judge", role(server.url))
+    assert result.state == "key" and "TBX_TEST_UNSET_KEY (api_key_env) is not set" in result.detail
+    async with LLMClient(role(server.url)) as client:
+        with pytest.raises(ModelEndpointError, match="TBX_TEST_UNSET_KEY"):
+            await client.chat([{"role": "user", "content": "hi"}])
+    monkeypatch.setenv("TBX_TEST_UNSET_KEY", "s3cret")
+    assert (await probe("judge", role(server.url))).ok
+    assert server.headers[-1]["authorization"] == "Bearer s3cret"
