@@ -103,6 +103,8 @@ class UserTurn(BaseModel):
     source: Literal["query", "llm", "scripted", "harness"]  # harness: tbx's state-check message
     text: str
     done: bool = False
+    # `text` is tbx's stand-in ("I don't know.") for an empty completion, not the user model's words
+    stand_in: bool = False
     raw: str | None = None  # the LLM completion before cleaning
     prompt: list[dict[str, Any]] | None = None  # the messages the user LLM saw
     latency_ms: float = 0.0

@@ -217,3 +217,79 @@ async def test_a_key_the_endpoint_wants_is_named_when_refused(
     monkeypatch.setenv("TBX_TEST_UNSET_KEY", "s3cret")
     assert (await probe("judge", role(server.url))).ok
     assert server.headers[-1]["authorization"] == "Bearer s3cret"
+
+
+async def test_one_system_message_holds_the_agent_prompt_and_the_instructions(
+    server: LlamaLike, mcp_server: FakeMcp
+) -> None:
+    mcp_server.reset()
+    prompts = [("agent:x", "You are an agent."), ("scenario:s", "Follow the policy."), ("task", "")]
+    async with LLMClient(role(server.url)) as client:
+        traj = await run_loop(
+            spec(system_prompts=prompts, max_agent_turns=1), LLMAgent(client), ScriptedUser(), mcp_server.url
+        )
+    sent = [m for m in server.requests[0]["messages"] if m["role"] == "system"]
+    assert sent == [{"role": "system", "content": "You are an agent.\n\nFollow the policy."}]
+    assert [p.source for p in traj.system_prompts] == ["agent:x", "scenario:s"]  # the record keeps both
+
+
+async def test_an_empty_simulated_user_reply_is_marked_as_tbxs_stand_in(server: LlamaLike) -> None:
+    from bench.rollout.user_sim import NO_ANSWER, LLMUser
+    from bench.view.pages import conversation
+
+    server.answer = lambda body: (  # type: ignore[method-assign]
+        200,
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL_PATH,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}
+            ],
+        },
+    )
+    async with LLMClient(role(server.url), role="user") as client:
+        turn = await LLMUser(client, "ctx").reply([("assistant", "Which order?")], index=1)
+    assert turn.text == NO_ANSWER and turn.stand_in
+    from bench.rollout.trajectory import Message, Trajectory, UserTurn
+
+    traj = Trajectory(
+        task_id="t",
+        agent="llm",
+        finish_reason="user_limit",
+        messages=[Message(role="user", content="hi"), Message(role="user", content=turn.text)],
+        user_turns=[UserTurn(index=0, source="query", text="hi"), turn],
+    )
+    html = "".join(conversation(traj))
+    assert "tbx, standing in for an empty simulated-user reply" in html
+
+
+def test_a_model_run_is_named_after_its_model_and_the_manifest_records_the_server(tmp_path: Any) -> None:
+    from bench.dataset import load_benchmark
+    from bench.llm.config import parse_models_config
+    from bench.run.output import bundle_hash, default_run_name, write_manifest
+
+    cfg = parse_models_config({"agent": {"base_url": "http://127.0.0.1:9/v1", "model": "gemma-3-270m"}})
+    assert default_run_name("llm", cfg) == "llm gemma-3-270m" and default_run_name("oracle", cfg) == "oracle"
+    bench = load_benchmark(__import__("pathlib").Path(__file__).resolve().parents[4] / "bench/packs/demo")
+    server = {"agent": {"models": [{"id": MODEL_PATH, "owned_by": "me"}], "server": "uvicorn"}}
+    kw: dict[str, Any] = {
+        "agent": "llm",
+        "repeats": 1,
+        "run_name": None,
+        "images": {},
+        "digests": {},
+        "config": cfg,
+    }
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with_server = write_manifest(tmp_path / "a", bench, model_servers=server, data_hash="h", **kw)
+    plain = write_manifest(tmp_path / "b", bench, data_hash="h", **kw)
+    assert with_server["model_servers"] == server and "model_servers" not in plain
+    assert with_server["run_name"] == "llm gemma-3-270m"
+    assert bundle_hash(with_server) == bundle_hash(plain)  # outside the bundle
+    # settings added by issue 43 leave a plain config's public form (and an old run's bundle) as it was
+    assert {"tool_choice", "max_concurrency"}.isdisjoint(cfg.public_dict()["agent"])
+    tuned = parse_models_config({"agent": {"base_url": "http://x/v1", "model": "m", "max_concurrency": 2}})
+    assert tuned.public_dict()["agent"]["max_concurrency"] == 2
