@@ -117,9 +117,23 @@ class ContextLimitExceeded(RuntimeError):
     context: the agent filled its own context (finish reason `context_limit`, scored as
     the agent's failure; a new try would fill it again)."""
 
-    def __init__(self, message: str, *, role: str, model: str, status: int):
+    def __init__(self, message: str, *, role: str, model: str, base_url: str, status: int):
         super().__init__(message)
-        self.role, self.model, self.status = role, model, status
+        self.role, self.model, self.base_url, self.status = role, model, base_url, status
+
+    def endpoint_error(self) -> ModelEndpointError:
+        """The same refusal as a system error, for a role other than the agent's (the simulated
+        user's model cannot hold the benchmark's conversation: the endpoint's limit)."""
+        return ModelEndpointError(
+            str(self),
+            role=self.role,
+            model=self.model,
+            base_url=self.base_url,
+            attempts=1,
+            status=self.status,
+            retryable=False,
+            incompatible=True,
+        )
 
 
 class ModelWait:
@@ -410,6 +424,7 @@ class LLMClient:
                     f"the conversation exceeds the context of {self.config.model}: {_describe(exc)}",
                     role=self.role,
                     model=self.config.model,
+                    base_url=self.config.base_url,
                     status=exc.status_code,
                 ) from exc
             if kind == "incompatible":

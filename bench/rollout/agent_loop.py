@@ -240,16 +240,9 @@ async def run_loop(
         if exc.role != "agent":  # the user model cannot hold the benchmark's conversation
             run.error = f"system error: {exc}"
             _stop_clock(run, t0, waited)
-            raise ModelEndpointError(
-                str(exc),
-                role=exc.role,
-                model=exc.model,
-                base_url="",
-                attempts=1,
-                status=exc.status,
-                retryable=False,
-                incompatible=True,
-            ) from exc
+            failure = exc.endpoint_error()
+            failure.trajectory = run.trajectory()
+            raise failure from exc
         run.finish = "context_limit"
         run.error = str(exc)
     except (ModelEndpointError, McpEndpointError) as exc:

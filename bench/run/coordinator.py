@@ -492,6 +492,9 @@ class Coordinator:
         self._counts["done"] += 1
         self._counts["errors"] += 1
         self.error_causes[fault.cause] += 1
+        if fault.cause == "model endpoint incompatible" and self.error_causes[fault.cause] == 1:
+            # said at once and whole: every attempt may meet it (docs/reliability.md)
+            self.notice(f"tbx run: the model endpoint refuses what tbx sends, not retried: {message}")
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
         return None
