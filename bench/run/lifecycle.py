@@ -256,6 +256,8 @@ async def execute_attempt(
                 harness=spec.harness,
                 effects_probe=probe,
             )
+            # the part of `agent` spent waiting on model endpoints (not on the wall clock)
+            outcome.timings["model_wait"] = outcome.trajectory.timings.get("model_wait", 0.0)
         outcome.usage = usage_of(outcome.trajectory)
     except ResourceLimitHit as exc:
         # The agent's own load, on which its loop failed: graded a failure with what it left.
