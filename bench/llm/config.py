@@ -262,7 +262,8 @@ def check_models_config(
     for name in roles:
         cfg = getattr(config, name, None)
         if cfg is None:
-            raise ModelsConfigError(f"{source} has no {name!r} role, which this run needs")
+            why = " (its tasks have rubrics: add one, or pass --skip-rubrics)" if name == "judge" else ""
+            raise ModelsConfigError(f"{source} has no {name!r} role, which this run needs{why}")
         try:
             cfg.resolved_api_key()
         except ModelsConfigError as exc:
@@ -280,8 +281,11 @@ def judge_role_from_env(
     if not model:
         raise ModelsConfigError("no judge model: set TBX_JUDGE_MODEL or pass --judge-model")
     key_env = next((k for k in ("TBX_JUDGE_API_KEY", "OPENAI_API_KEY") if env.get(k)), None)
+    url = base_url or env.get("TBX_JUDGE_BASE_URL") or OPENAI_URL
+    if key_env is None and urlsplit(url).hostname in KEYED_HOSTS:
+        raise ModelsConfigError(f"no judge key for {url}: set TBX_JUDGE_API_KEY or OPENAI_API_KEY")
     return RoleConfig(
         model=model,
-        base_url=base_url or env.get("TBX_JUDGE_BASE_URL") or OPENAI_URL,
+        base_url=url,
         api_key=SecretStr(env[key_env]) if key_env else None,
     )
