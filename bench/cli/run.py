@@ -133,13 +133,13 @@ def check_endpoints(config: ModelsConfig, roles: list[str]) -> dict[str, Any]:
     from bench.llm.config import ModelsConfigError
 
     probes = asyncio.run(check_roles({r: config.role(r) for r in roles}))
-    for role, result in probes.items():
+    for result in probes.values():
         if result.state == "key":
             raise ModelsConfigError(f"tbx run: {result.detail}")
         if result.state == "busy":
             print(f"tbx run: {printable(result.detail)}; going on", file=sys.stderr)
         elif not result.ok:
-            raise RunError(f"tbx run: the {role} model endpoint: {result.detail}")
+            raise RunError(f"tbx run: {result.detail}")
     return {role: result.server for role, result in probes.items() if result.server is not None}
 
 

@@ -428,9 +428,13 @@ class LLMClient:
                     status=exc.status_code,
                 ) from exc
             if kind == "incompatible":
+                # what to change, when the server names a setting the role has
+                hint = (
+                    " (the role's `tool_choice: omit` sends none)" if "tool_choice" in _body_text(exc) else ""
+                )
                 raise self._error(
                     f"refused the request as invalid (an endpoint incompatibility, not retried): "
-                    f"{_describe(exc)}",
+                    f"{_describe(exc)}{hint}",
                     n,
                     exc.status_code,
                     False,

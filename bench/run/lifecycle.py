@@ -269,5 +269,7 @@ async def execute_attempt(
         partial = getattr(exc, "trajectory", None)
         if outcome.trajectory is None and isinstance(partial, Trajectory):
             outcome.trajectory = partial
+            if "model_wait" in partial.timings:
+                outcome.timings["model_wait"] = partial.timings["model_wait"]
         outcome.system_error = AttemptFailure.of(exc)
     return outcome
