@@ -256,8 +256,7 @@ async def execute_attempt(
                 harness=spec.harness,
                 effects_probe=probe,
             )
-            # the part of `agent` spent waiting on model endpoints (not on the wall clock)
-            outcome.timings["model_wait"] = outcome.trajectory.timings.get("model_wait", 0.0)
+        _model_wait(outcome, outcome.trajectory)
         outcome.usage = usage_of(outcome.trajectory)
     except ResourceLimitHit as exc:
         # The agent's own load, on which its loop failed: graded a failure with what it left.
@@ -269,7 +268,13 @@ async def execute_attempt(
         partial = getattr(exc, "trajectory", None)
         if outcome.trajectory is None and isinstance(partial, Trajectory):
             outcome.trajectory = partial
-            if "model_wait" in partial.timings:
-                outcome.timings["model_wait"] = partial.timings["model_wait"]
+            _model_wait(outcome, partial)
         outcome.system_error = AttemptFailure.of(exc)
     return outcome
+
+
+def _model_wait(outcome: AttemptOutcome, traj: Trajectory) -> None:
+    """The part of `agent` spent waiting on model endpoints (not on the wall clock), for
+    an attempt that waited on one."""
+    if traj.timings.get("model_wait"):
+        outcome.timings["model_wait"] = traj.timings["model_wait"]
