@@ -454,6 +454,17 @@ class LLMClient:
             raise self._error(
                 f"still failing after {n} attempts: {_describe(exc)}", n, exc.status_code, True
             ) from exc
+        except (
+            openai.APITimeoutError
+        ) as exc:  # connected or not, it did not answer in time: not "unreachable"
+            n = retrying.statistics["attempt_number"]
+            raise self._error(
+                f"did not answer within {self.config.timeout:g} s (the role's timeout), {n} times: "
+                f"{_describe(exc)}; busy or slow? raise timeout or lower max_concurrency",
+                n,
+                None,
+                True,
+            ) from exc
         except openai.APIConnectionError as exc:
             n = retrying.statistics["attempt_number"]
             raise self._error(f"unreachable after {n} attempts: {_describe(exc)}", n, None, True) from exc

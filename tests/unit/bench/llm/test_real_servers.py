@@ -293,3 +293,12 @@ def test_a_model_run_is_named_after_its_model_and_the_manifest_records_the_serve
     assert {"tool_choice", "max_concurrency"}.isdisjoint(cfg.public_dict()["agent"])
     tuned = parse_models_config({"agent": {"base_url": "http://x/v1", "model": "m", "max_concurrency": 2}})
     assert tuned.public_dict()["agent"]["max_concurrency"] == 2
+
+
+async def test_a_slow_answer_is_not_called_unreachable(server: LlamaLike) -> None:
+    server.slow = 0.6
+    async with LLMClient(role(server.url, timeout=0.2, max_retries=1)) as client:
+        with pytest.raises(ModelEndpointError) as err:
+            await client.chat([{"role": "user", "content": "hi"}])
+    assert "did not answer within 0.2 s (the role's timeout), 2 times" in str(err.value)
+    assert "unreachable" not in str(err.value) and fault_of(err.value).retryable
