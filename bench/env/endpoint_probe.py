@@ -50,10 +50,6 @@ class Probe:
         return Probe(False, detail, state)
 
 
-def key_source(cfg: RoleConfig) -> str:
-    return cfg.key_hint()
-
-
 def _address(base_url: str) -> str:
     parts = urlsplit(base_url)
     return parts.netloc or base_url
@@ -231,4 +227,4 @@ async def check_roles(roles: dict[str, RoleConfig]) -> dict[str, Probe]:
     return {role: distinct[same(cfg)].result() for role, cfg in roles.items()}
 
 
-__all__ = ["Probe", "ProbeCache", "check_roles", "key_source", "probe", "server_info"]
+__all__ = ["Probe", "ProbeCache", "check_roles", "probe", "server_info"]
