@@ -201,8 +201,9 @@ class ProbeCache:
                     f"waiting up to the role's timeout, {cfg.timeout:g} s)",
                     "busy",
                 )
+            # neither refused nor connected (yet): unknown, so not ready; the probe goes on
             return Probe.failed(
-                "down", f"{role}: no connection to {_address(cfg.base_url)} yet ({elapsed:.0f} s)"
+                "down", f"{role}: connecting to {_address(cfg.base_url)} ({elapsed:.0f} s so far)"
             )
         del self._running[key]
         result = task.result()
