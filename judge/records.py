@@ -34,6 +34,7 @@ Signature = Literal[
     "rubric_failed",
     "resource_limit",
     "test_assert",  # the task's test function failed an assert the state alone does not explain
+    "context_limit",  # the agent's conversation outgrew its model's context (a finish reason of tbx's)
 ]
 SIGNATURES: tuple[Signature, ...] = get_args(Signature)
 DifferenceKind = Literal["wrong_value", "missing_effect", "extra_effect", "row_order"]

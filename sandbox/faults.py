@@ -30,8 +30,18 @@ __all__ = ["CAUSES", "CONTAINER_FAULT", "NODE_FAULT", "OTHER_FAULT", "Cause", "F
 # The model endpoint, one of the attempt's containers, the node (its Docker daemon,
 # address pool, memory), the golden replay, the rubric judge, the task's own test
 # function (an error, a limit or a bad reward of the test: a retry cannot cure it), or
-# something else.
-Cause = Literal["model endpoint", "container", "node", "golden replay", "judge", "test function", "other"]
+# something else. "model endpoint incompatible": the endpoint deterministically refuses
+# what tbx sends (a validation error), which no new try can get past.
+Cause = Literal[
+    "model endpoint",
+    "model endpoint incompatible",
+    "container",
+    "node",
+    "golden replay",
+    "judge",
+    "test function",
+    "other",
+]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 
 

@@ -116,7 +116,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from bench.cli.served import GracefulServer
     from bench.env.host import EnvHost, EnvOptions
     from bench.env.server import EnvServer
-    from bench.llm.config import load_models_config
+    from bench.llm.config import check_models_config, load_models_config
     from bench.run.sizing import default_concurrency
     from bench.web_guard import policy_from_args
 
@@ -126,9 +126,13 @@ def serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tbx env serve: {exc}", file=sys.stderr)
         return 2
+    config = load_models_config(args.config)  # a config's typo before the data is read
     bench = benchmark_for("tbx env serve", args.dataset, release)
     tasks = select_tasks(bench, ids, args.domain)
-    config = load_models_config(args.config)
+    # The simulated user always; the judge when a served task has rubrics (usage errors, before
+    # anything is written; whether the endpoints answer is `/ready`'s to say, it may start later).
+    needs_judge = not args.skip_rubrics and any(t.has_rubrics for t in tasks)
+    check_models_config(config, ["user", "judge"] if needs_judge else ["user"], args.config)
     opts = EnvOptions(
         out=Path(args.out),
         max_episodes=args.max_episodes or default_concurrency(model_agent=True),

@@ -39,6 +39,7 @@ from bench.cli import (
     view,
 )
 from bench.dataset import DatasetError
+from bench.llm.config import ModelsConfigError
 from bench.run.errors import RunError
 from bench.terminal_text import printable, printable_lines
 from sandbox import SandboxError
@@ -111,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     except UnknownDomainError as exc:
         print(f"tbx: {printable(exc.args[0])}", file=sys.stderr)
+        code = 2
+    except ModelsConfigError as exc:  # the models config or a key: a usage error, nothing written
+        text = str(exc)
+        print(printable(text if text.startswith("tbx") else f"tbx: {text}"), file=sys.stderr)
         code = 2
     except RunError as exc:
         print(printable(exc), file=sys.stderr)

@@ -15,6 +15,7 @@ from bench.terminal_text import printable
 
 if TYPE_CHECKING:
     from bench.dataset import Task
+    from bench.llm.config import ModelsConfig
 
 
 def register(sub: Any) -> None:
@@ -112,16 +113,48 @@ def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> li
     return selected
 
 
-def check_endpoint(base_url: str, role: str) -> None:
-    """Fail before any sandbox starts when a model endpoint does not answer at all."""
-    import httpx
+def needed_roles(agent: str, tasks: list[Task], skip_rubrics: bool) -> list[str]:
+    """The model roles a run of `agent` on `tasks` calls: none for a built-in agent."""
+    if agent.split(":")[0] in ("oracle", "noop", "chaos"):
+        return []
+    roles = ["agent", "user"]
+    if not skip_rubrics and any(t.has_rubrics for t in tasks):
+        roles.append("judge")
+    return roles
 
-    try:
-        httpx.get(base_url.rstrip("/") + "/models", timeout=5.0)
-    except httpx.HTTPError as exc:
-        raise RunError(
-            f"tbx run: the {role} model endpoint {base_url} is unreachable ({exc}); check --config"
-        ) from exc
+
+def check_endpoints(config: ModelsConfig, roles: list[str]) -> dict[str, Any]:
+    """Fail before anything is written when a model endpoint is down, refuses the key or
+    serves no chat completions; a busy one (connected, no answer within the role's timeout)
+    is said and the run goes on. What each server said of itself, for the manifest."""
+    import asyncio
+
+    from bench.env.endpoint_probe import check_roles
+    from bench.llm.config import ModelsConfigError
+
+    probes = asyncio.run(check_roles({r: config.role(r) for r in roles}))
+    for result in probes.values():
+        if result.state == "key":
+            raise ModelsConfigError(f"tbx run: {result.detail}")
+        if result.state == "busy":
+            print(f"tbx run: {printable(result.detail)}; going on", file=sys.stderr)
+        elif not result.ok:
+            raise RunError(f"tbx run: {result.detail}")
+    return {role: result.server for role, result in probes.items() if result.server is not None}
+
+
+def _check_writable(out: Path) -> None:
+    """Raise (as mkdir would) when `out` could not be made or written, without making it."""
+    import errno
+    import os
+
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
 
 
 def _stderr(message: str) -> None:
@@ -140,24 +173,26 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.cli.progress import RunProgress
     from bench.cli.signals import run_async, stop_signals_as_interrupt
     from bench.harness_names import HarnessError, parse_harness
-    from bench.llm.config import load_models_config
+    from bench.llm.config import check_models_config, load_models_config
     from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
     from bench.run.sizing import check_memory, default_concurrency
 
+    # The cheap checks first, nothing written: the config file, the data, the keys the roles
+    # need (usage errors), then --out (one that cannot be written fails before endpoints and
+    # Docker), then the endpoints.
+    config = load_models_config(args.config) if args.config else None
     bench = benchmark_for("tbx run", args.dataset, args.release)
     tasks = select_tasks(bench, args.tasks, args.domain)
-    # The cheap checks first: an --out that cannot be written fails before endpoints and Docker.
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    config = load_models_config(args.config) if args.config else None
     builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
     if not builtin and config is None:
         raise RunError(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")
-    if config is not None and not builtin:
-        for role in ("agent", "user", "judge"):
-            cfg = getattr(config, role)
-            if cfg is not None:
-                check_endpoint(cfg.base_url, role)
+    roles = needed_roles(args.agent, tasks, args.skip_rubrics)
+    if config is not None:
+        check_models_config(config, roles, args.config)
+    _check_writable(Path(args.out))
+    model_servers = check_endpoints(config, roles) if config is not None and roles else {}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     try:
         harness = parse_harness(args.harness) if args.harness is not None else ()
     except HarnessError as exc:
@@ -195,6 +230,7 @@ def run_command(args: argparse.Namespace) -> int:
         restart_on_change=args.restart_on_change,
         policy_search=args.policy_search,
         harness=harness,
+        model_servers=model_servers,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)

@@ -58,7 +58,7 @@ from bench.env.protocol import (
     ToolResult,
 )
 from bench.env.recording import verdict_metadata
-from bench.llm.client import UsageLedger
+from bench.llm.client import MODEL_WAIT, ContextLimitExceeded, ModelWait, UsageLedger
 from bench.rollout.brief import task_brief
 from bench.rollout.conversation import Conversation, LoopSpec, McpEndpointError, single_exception
 from bench.rollout.prompts import agent_prompt, bot_instructions, default_prompt
@@ -472,13 +472,27 @@ class Episode:
             raise _Finish("done", **extra)
         if run.said_done(action.content):
             raise _Finish("done", **extra)
-        finish = await run.user_reply()
+        finish = await self._user_reply(run)
         if finish == "user_limit":
             raise _Finish("user_limit", **extra)
         reply = run.user_turns[-1].text
         if finish == "user_done":
             raise _Finish("user_done", user_message=reply, **extra)
         return self._observation("user", user_message=reply, **extra)
+
+    async def _user_reply(self, run: Conversation) -> str | None:
+        """The simulated user's answer; the time its model endpoint takes is not the agent's:
+        the wall clock's deadline moves on by it (`timings.model_wait`)."""
+        waited = ModelWait()
+        token = MODEL_WAIT.set(waited)
+        try:
+            return await run.user_reply()
+        except ContextLimitExceeded as exc:
+            raise exc.endpoint_error() from exc
+        finally:
+            MODEL_WAIT.reset(token)
+            self._deadline += waited.seconds
+            run.timings["model_wait"] = run.timings.get("model_wait", 0.0) + waited.seconds
 
     async def _call_batch(
         self, client: Any, run: Conversation, calls: list[ToolCallSpec], content: str | None = None

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, TIMEOUTS, WALL_CLOCK, Timeouts
+from bench.env.endpoint_probe import check_roles
 from bench.env.protocol import EnvError, ErrorCode
 from bench.evaluator.functions import FunctionRunner
 from bench.llm.client import LLMClient
@@ -61,6 +62,7 @@ GOLDEN_PRELOAD = 512
 # Seconds from a hand-over to its replacement's boot: a group's resets (G at once) finish
 # before the G replacements' boots take the process's CPU (SandboxPool.refill_delay).
 REFILL_DELAY = 1.0
+SERVER_PROBE_SECONDS = 10.0  # how long the manifest waits for the model servers' self-description
 
 
 def warm_sizes(tasks: list[Task], max_episodes: int, warm: int | None) -> dict[str, int]:
@@ -206,7 +208,10 @@ class EnvHost:
                         await asyncio.to_thread(lambda: self.functions.image if self.functions else None)
                     self.provider = provider
                 if self.manifest is None:
-                    self.manifest = await asyncio.to_thread(self._write_manifest, self.provider.images)
+                    servers = await self._model_servers()
+                    self.manifest = await asyncio.to_thread(
+                        self._write_manifest, self.provider.images, servers
+                    )
                 for domain in self.domains:
                     await self.provider.warm_up(
                         SandboxRequest(domains=[domain], limits=self.limits, run_id=self.run_id)
@@ -244,7 +249,17 @@ class EnvHost:
             upcoming += [prepares[i % len(prepares)] for i in range(PLAN_AHEAD)]
         return upcoming
 
-    def _write_manifest(self, images: dict[str, str]) -> dict[str, Any]:
+    async def _model_servers(self) -> dict[str, Any]:
+        """What the user and judge servers say of themselves (the manifest's `model_servers`),
+        as far as they answer within SERVER_PROBE_SECONDS: a busy one is recorded as unknown."""
+        roles = {r: c for r in ("user", "judge") if (c := getattr(self.config, r)) is not None}
+        try:
+            probes = await asyncio.wait_for(check_roles(roles), SERVER_PROBE_SECONDS)
+        except TimeoutError:
+            return {}
+        return {role: p.server for role, p in probes.items() if p.server is not None}
+
+    def _write_manifest(self, images: dict[str, str], model_servers: dict[str, Any]) -> dict[str, Any]:
         return write_manifest(
             self.opts.out,
             self.bench,
@@ -256,6 +271,7 @@ class EnvHost:
             config=self.config,
             run_id=self.run_id,
             data_hash=dataset_hash(self.bench.root),
+            model_servers=model_servers,
         )
 
     async def close(self) -> None:

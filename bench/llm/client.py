@@ -5,25 +5,42 @@
     result.content, result.tool_calls, result.usage
 
 The client serves the three roles (agent, simulated user, rubric judge), each
-with its own `RoleConfig`. Retries (tenacity: exponential backoff with jitter,
-`Retry-After` honoured up to the cap) cover 408/409/429/5xx, timeouts,
-connection errors and malformed JSON bodies. When they run out,
-or the endpoint rejects a request outright (400/401/404/...), the call raises
-`ModelEndpointError`: a system error for the runner, never an agent failure.
+with its own `RoleConfig`. What a failed request means is decided in one place,
+`refusal_kind`, by status and body:
+
+- `context_limit`: the conversation no longer fits the model's context (OpenAI's
+  `context_length_exceeded`, vLLM's and llama.cpp's words for it): raised as
+  `ContextLimitExceeded`, the agent's own doing (a finish reason, scored), never retried;
+- `incompatible`: a deterministic validation refusal (400/422, or a 500 whose body
+  says the request is invalid, as llama-cpp-python's pydantic errors do): the
+  endpoint cannot take what tbx sends, so `ModelEndpointError` with the cause
+  `model endpoint incompatible` and the server's message, not retried anywhere;
+- `transient`: 408/409/429 and every other 5xx, timeouts, connection errors and
+  malformed JSON bodies: retried (tenacity: exponential backoff with jitter,
+  `Retry-After` honoured up to the cap), then `ModelEndpointError`;
+- `refused`: any other 4xx (401/404/...): `ModelEndpointError` at once.
+
+No `Authorization` header is sent when the role has no key (a local server).
 Every completed call is recorded with its input / cached / output tokens in
 the client's ledger and in the `ledger` passed to `chat` (one per attempt).
+The time a call waits (for a slot under the role's `max_concurrency`, then for
+the endpoint) is reported to the attempt's `ModelWait` (`model_wait`), which
+stops the attempt's wall clock meanwhile: a slow endpoint is not the agent's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import email.utils
 import json
 import logging
 import random
+import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Literal
 
 import httpx2
 import openai
@@ -38,8 +55,30 @@ from sandbox import Fault, backoff_delay, exponential_backoff
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
+VALIDATION_STATUS = frozenset({400, 422})
+# A request too long for the model's context, in the words of OpenAI (code
+# context_length_exceeded), vLLM ("maximum context length", "maximum model length"),
+# llama.cpp's server ("exceeds the available context size", exceed_context_size_error)
+# and llama-cpp-python ("exceed context window").
+CONTEXT_LIMIT = re.compile(
+    r"context_length_exceeded|exceed_context_size|maximum context length|maximum model length"
+    r"|exceeds? (?:the )?(?:available )?context (?:size|window|length)|context window of",
+    re.IGNORECASE,
+)
+# A 500 that is really a validation refusal (a server that lets a pydantic/JSON-schema
+# error escape as 500, as llama-cpp-python does for `content: null`): deterministic, so
+# not retried. A 500 saying anything else (overloaded, out of memory, a crash) is transient.
+INVALID_REQUEST = re.compile(
+    r"Input should be|validation error|Field required|Extra inputs are not permitted"
+    r"|invalid_request_error|invalid request|is not valid under any of the given schemas",
+    re.IGNORECASE,
+)
+RefusalKind = Literal["context_limit", "incompatible", "transient", "refused"]
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+INCOMPATIBLE = Fault("model endpoint incompatible", retryable=False)
 
 
 class ModelEndpointError(RuntimeError):
@@ -59,6 +98,7 @@ class ModelEndpointError(RuntimeError):
         attempts: int,
         status: int | None = None,
         retryable: bool = True,
+        incompatible: bool = False,
     ):
         super().__init__(message)
         self.role = role
@@ -68,6 +108,68 @@ class ModelEndpointError(RuntimeError):
         self.status = status
         self.retryable = retryable
         self.trajectory: Any = None  # set by the agent loop: what was recorded before the failure
+        if incompatible:  # the endpoint cannot take what tbx sends: a new try would send the same
+            self.fault = INCOMPATIBLE
+
+
+class ContextLimitExceeded(RuntimeError):
+    """The endpoint refused a request because the conversation no longer fits the model's
+    context: the agent filled its own context (finish reason `context_limit`, scored as
+    the agent's failure; a new try would fill it again)."""
+
+    def __init__(self, message: str, *, role: str, model: str, base_url: str, status: int):
+        super().__init__(message)
+        self.role, self.model, self.base_url, self.status = role, model, base_url, status
+
+    def endpoint_error(self) -> ModelEndpointError:
+        """The same refusal as a system error, for a role other than the agent's (the simulated
+        user's model cannot hold the benchmark's conversation: the endpoint's limit)."""
+        return ModelEndpointError(
+            str(self),
+            role=self.role,
+            model=self.model,
+            base_url=self.base_url,
+            attempts=1,
+            status=self.status,
+            retryable=False,
+            incompatible=True,
+        )
+
+
+class ModelWait:
+    """Time one attempt spent waiting on model endpoints (a slot, then the reply), and the
+    wall clock it stops meanwhile (`asyncio.Timeout`, moved on by the time waited)."""
+
+    def __init__(self, clock: asyncio.Timeout | None = None) -> None:
+        self.clock = clock
+        self.seconds = 0.0
+        self._depth = 0
+        self._started = 0.0
+        self._remaining: float | None = None
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        if self._depth == 0:
+            self._started = time.perf_counter()
+            when = self.clock.when() if self.clock is not None else None
+            if self.clock is not None and when is not None and not self.clock.expired():
+                loop = asyncio.get_running_loop()
+                self._remaining = when - loop.time()
+                self.clock.reschedule(None)
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.perf_counter() - self._started
+                if self.clock is not None and self._remaining is not None:
+                    self.clock.reschedule(asyncio.get_running_loop().time() + self._remaining)
+                    self._remaining = None
+
+
+# The attempt whose model calls are being made (set by the agent loop for its task).
+MODEL_WAIT: contextvars.ContextVar[ModelWait | None] = contextvars.ContextVar("tbx_model_wait", default=None)
 
 
 # ---------------------------------------------------------------- usage
@@ -171,7 +273,8 @@ class ChatResult(BaseModel):
 
     def assistant_message(self) -> dict[str, Any]:
         """The OpenAI-format assistant message to append to the conversation."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        # "" rather than null beside tool calls: some servers refuse null (llama-cpp-python: 500)
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
             msg["tool_calls"] = [
                 {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
@@ -199,12 +302,36 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return None
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Worth another try: 408/409/429/5xx, timeouts, connection errors, and a body
-    that is not JSON (a reply cut short by a proxy or an overloaded server)."""
+def _body_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    text = (
+        json.dumps(body, ensure_ascii=False, default=str)
+        if isinstance(body, (dict, list))
+        else str(body or "")
+    )
+    return f"{text} {exc.message}"
+
+
+def refusal_kind(exc: BaseException) -> RefusalKind:
+    """What a failed request means (see the module doc): the one classification."""
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRY_STATUS or exc.status_code >= 500
-    return isinstance(exc, (openai.APIConnectionError, json.JSONDecodeError))  # incl. APITimeoutError
+        status, text = exc.status_code, _body_text(exc)
+        if (400 <= status < 500 or status == 500) and CONTEXT_LIMIT.search(text):
+            return "context_limit"
+        if status in VALIDATION_STATUS or (status == 500 and INVALID_REQUEST.search(text)):
+            return "incompatible"
+        if status in RETRY_STATUS or status >= 500:
+            return "transient"
+        return "refused"
+    if isinstance(exc, (openai.APIConnectionError, json.JSONDecodeError)):  # incl. APITimeoutError
+        return "transient"
+    return "refused"
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Worth another try: 408/409/429/5xx but a validation refusal, timeouts, connection
+    errors, and a body that is not JSON (a reply cut short by a proxy or an overloaded server)."""
+    return refusal_kind(exc) == "transient"
 
 
 def _describe(exc: BaseException) -> str:
@@ -233,8 +360,12 @@ class LLMClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._backoff = exponential_backoff(config.backoff_initial, config.backoff_max, jitter=self._rng)
+        key = config.resolved_api_key()
+        # Without a key no Authorization header is sent (the SDK insists on a key string).
+        self._headers: dict[str, Any] = {} if key else {"Authorization": openai.Omit()}
+        self._slots = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         self._client = AsyncOpenAI(
-            api_key=config.resolved_api_key(),
+            api_key=key or "unused",
             base_url=config.base_url,
             timeout=config.timeout,
             max_retries=0,  # retries are ours: counted, logged and turned into ModelEndpointError
@@ -278,16 +409,61 @@ class LLMClient:
                 with attempt:
                     # The body is already plain JSON: posting it skips the SDK's per-call walk of the
                     # typed params (about 30 ms of CPU with a domain's tool list), same errors and parsing.
-                    resp = await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+                    resp = await self._client.post(
+                        "/chat/completions",
+                        body=body,
+                        cast_to=ChatCompletion,
+                        options={"headers": self._headers},
+                    )
                     return resp, attempt.retry_state.attempt_number
         except openai.APIStatusError as exc:
             n = retrying.statistics["attempt_number"]
-            if not is_retryable(exc):
+            kind = refusal_kind(exc)
+            if kind == "context_limit":
+                raise ContextLimitExceeded(
+                    f"the conversation exceeds the context of {self.config.model}: {_describe(exc)}",
+                    role=self.role,
+                    model=self.config.model,
+                    base_url=self.config.base_url,
+                    status=exc.status_code,
+                ) from exc
+            if kind == "incompatible":
+                # what to change, when the server names a setting the role has
+                hint = (
+                    " (the role's `tool_choice: omit` sends none)" if "tool_choice" in _body_text(exc) else ""
+                )
+                raise self._error(
+                    f"refused the request as invalid (an endpoint incompatibility, not retried): "
+                    f"{_describe(exc)}{hint}",
+                    n,
+                    exc.status_code,
+                    False,
+                    incompatible=True,
+                ) from exc
+            if exc.status_code in (401, 403):
+                raise self._error(
+                    f"rejected the API key: {_describe(exc)}; {self.config.key_hint()}",
+                    n,
+                    exc.status_code,
+                    False,
+                ) from exc
+            if kind == "refused":
                 raise self._error(
                     f"rejected the request: {_describe(exc)}", n, exc.status_code, False
                 ) from exc
             raise self._error(
                 f"still failing after {n} attempts: {_describe(exc)}", n, exc.status_code, True
+            ) from exc
+        except (
+            openai.APITimeoutError
+        ) as exc:  # connected or not, it did not answer in time: not "unreachable"
+            n = retrying.statistics["attempt_number"]
+            raise self._error(
+                f"did not answer within {self.config.timeout:g} s (the role's timeout), {n} times: "
+                f"{_describe(exc)}; busy or slow? raise timeout or lower max_concurrency",
+                n,
+                None,
+                True,
             ) from exc
         except openai.APIConnectionError as exc:
             n = retrying.statistics["attempt_number"]
@@ -300,7 +476,9 @@ class LLMClient:
             raise self._error(f"sent an invalid response: {_describe(exc)}", n, None, False) from exc
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
-    def _error(self, msg: str, attempts: int, status: int | None, retryable: bool) -> ModelEndpointError:
+    def _error(
+        self, msg: str, attempts: int, status: int | None, retryable: bool, *, incompatible: bool = False
+    ) -> ModelEndpointError:
         cfg = self.config
         return ModelEndpointError(
             f"{self.role} model endpoint {cfg.base_url} (model {cfg.model}) {msg}",
@@ -310,6 +488,7 @@ class LLMClient:
             attempts=attempts,
             status=status,
             retryable=retryable,
+            incompatible=incompatible,
         )
 
     async def chat(
@@ -334,13 +513,18 @@ class LLMClient:
             kwargs["max_tokens"] = max_tokens or cfg.max_tokens
         if tools:
             kwargs["tools"] = list(tools)
+            if cfg.tool_choice != "omit":
+                kwargs["tool_choice"] = cfg.tool_choice
             if parallel_tool_calls is not None:
                 kwargs["parallel_tool_calls"] = parallel_tool_calls
         kwargs.update(cfg.extra_body)
 
-        t0 = time.perf_counter()
-        resp, attempts = await self._post(kwargs)
-        latency_ms = (time.perf_counter() - t0) * 1000
+        wait = MODEL_WAIT.get()
+        with wait.waiting() if wait is not None else contextlib.nullcontext():
+            async with self._slots if self._slots is not None else contextlib.nullcontext():
+                t0 = time.perf_counter()  # latency is the endpoint's: the slot's queue is not in it
+                resp, attempts = await self._post(kwargs)
+                latency_ms = (time.perf_counter() - t0) * 1000
         usage = CallUsage(role=self.role, model=cfg.model, latency_ms=latency_ms, attempts=attempts)
         if resp.usage is not None:
             usage.input_tokens = resp.usage.prompt_tokens or 0

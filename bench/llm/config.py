@@ -21,15 +21,23 @@ The file is YAML::
       my-agent-model: {input: 1.25, cached: 0.125, output: 10.0}
 
 A role is optional in the file; asking for a missing one raises
-`ModelsConfigError`. Keys are never written back: `public_dict()` is the
-redacted form a run manifest may hash and store.
+`ModelsConfigError`, as does an unknown key (named with its file). Keys are
+never written back: `public_dict()` is the redacted form a run manifest may
+hash and store. A key is needed only where the endpoint says so: the hosted
+OpenAI URL always, any other endpoint when it answers 401/403 (the run's
+start-up check and the client then name the variable); an unset `api_key_env`
+elsewhere sends no `Authorization` header. `check_models_config` is the one
+start-up check `tbx run` and `tbx env serve` share.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -46,8 +54,12 @@ from judge.rubric_style import DEFAULT_RUBRIC_STYLE, RubricStyle
 
 Role = Literal["agent", "user", "judge"]
 ROLES: tuple[Role, ...] = ("agent", "user", "judge")
-NO_KEY = "not-needed"  # sent when an endpoint needs no key (the SDK insists on one)
 OPENAI_URL = "https://api.openai.com/v1"
+KEYED_HOSTS = ("api.openai.com",)  # hosted endpoints that always need a key
+# What a request with tools asks of the model: OpenAI's default is "auto", but some
+# servers (llama-cpp-python's chatml-function-calling) ignore `tools` unless it is sent.
+# "omit": send no tool_choice at all.
+ToolChoice = Literal["auto", "required", "none", "omit"]
 
 
 class ModelsConfigError(ValueError):
@@ -73,6 +85,10 @@ class RoleConfig(BaseModel):
     backoff_max: float = Field(default=30.0, ge=0)
     # extra fields merged into every request body (e.g. reasoning settings)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    tool_choice: ToolChoice = "auto"
+    # requests in flight at once from this process (None: no limit); the time a request
+    # waits for a slot is the endpoint's, never the agent's (bench.llm.client)
+    max_concurrency: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RoleConfig:
@@ -80,16 +96,30 @@ class RoleConfig(BaseModel):
             raise ValueError("give api_key or api_key_env, not both")
         return self
 
-    def resolved_api_key(self) -> str:
-        """The key to send: `api_key`, else `$api_key_env` (which must be set), else a placeholder."""
+    def needs_key(self) -> bool:
+        """Whether the endpoint is known to need a key before asking it (the hosted OpenAI API)."""
+        return urlsplit(self.base_url).hostname in KEYED_HOSTS
+
+    def resolved_api_key(self) -> str | None:
+        """The key to send: `api_key`, else `$api_key_env`, else None (no `Authorization`
+        header). An endpoint that needs a key (`needs_key`) without one is an error."""
         if self.api_key is not None:
             return self.api_key.get_secret_value()
-        if self.api_key_env is not None:
-            value = os.environ.get(self.api_key_env)
-            if not value:
-                raise ModelsConfigError(f"environment variable {self.api_key_env} (api_key_env) is not set")
+        value = os.environ.get(self.api_key_env) if self.api_key_env is not None else None
+        if value:
             return value
-        return NO_KEY
+        if self.needs_key():
+            raise ModelsConfigError(f"{self.base_url} needs an API key: {self.key_hint()}")
+        return None
+
+    def key_hint(self) -> str:
+        """What to do about a missing or refused key, naming where it comes from (never the key)."""
+        if self.api_key_env is not None:
+            state = "is set" if os.environ.get(self.api_key_env) else "is not set"
+            return f"the environment variable {self.api_key_env} (api_key_env) {state}"
+        if self.api_key is not None:
+            return "the config's api_key is used"
+        return "no key is configured: set api_key_env in the models config"
 
     def request_seed(self, attempt_seed: int) -> int | None:
         """The seed sent with a request: none unless configured, then offset by the attempt's seed
@@ -97,7 +127,12 @@ class RoleConfig(BaseModel):
         return None if self.seed is None else self.seed + attempt_seed
 
     def public_dict(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"api_key"})
+        # Settings added later appear only when changed: an older run's bundle stays the same.
+        later = {k for k in LATER_DEFAULTS if getattr(self, k) == LATER_DEFAULTS[k]}
+        return self.model_dump(exclude={"api_key", *later})
+
+
+LATER_DEFAULTS: dict[str, Any] = {"tool_choice": "auto", "max_concurrency": None}
 
 
 class JudgeRoleConfig(RoleConfig):
@@ -183,6 +218,7 @@ class ModelsConfig(BaseModel):
 
 
 def parse_models_config(data: Any, source: str = "<config>") -> ModelsConfig:
+    data = {} if data is None else data  # an empty file: no roles (a caller that needs one says so)
     if not isinstance(data, dict):
         raise ModelsConfigError(f"{source}: expected a mapping at the top level")
     data = dict(data)
@@ -204,10 +240,24 @@ def parse_models_config(data: Any, source: str = "<config>") -> ModelsConfig:
     try:
         return ModelsConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ModelsConfigError(f"{source}: {problems}") from None
+        raise ModelsConfigError(f"{source}: {'; '.join(_problem(e) for e in exc.errors())}") from None
+
+
+def _problem(error: Any) -> str:
+    """One validation problem in the file's words: an unknown key is named with where it was
+    found and what is allowed there."""
+    loc = [str(p) for p in error["loc"]]
+    if error["type"] == "extra_forbidden" and loc:
+        where = ".".join(loc[:-1])
+        model: type[BaseModel] = ModelsConfig
+        if len(loc) == 2 and loc[0] in ROLES:
+            model = RoleConfig
+        elif loc[0] == "prices":
+            model = Price
+        close = difflib.get_close_matches(loc[-1], [*model.model_fields, "defaults"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown key {loc[-1]!r}{f' in {where}' if where else ''}{hint}"
+    return f"{'.'.join(loc) or '(top)'}: {error['msg']}"
 
 
 def load_models_config(path: str | Path) -> ModelsConfig:
@@ -223,6 +273,23 @@ def load_models_config(path: str | Path) -> ModelsConfig:
     return parse_models_config(data, str(path))
 
 
+def check_models_config(
+    config: ModelsConfig, roles: Iterable[str], source: str = "the models config"
+) -> None:
+    """The start-up check of `tbx run` and `tbx env serve`: every role in `roles` is
+    configured and has the key its endpoint needs. Raises ModelsConfigError (a usage error)
+    naming the first problem, before anything is written."""
+    for name in roles:
+        cfg = getattr(config, name, None)
+        if cfg is None:
+            why = " (its tasks have rubrics: add one, or pass --skip-rubrics)" if name == "judge" else ""
+            raise ModelsConfigError(f"{source} has no {name!r} role, which this run needs{why}")
+        try:
+            cfg.resolved_api_key()
+        except ModelsConfigError as exc:
+            raise ModelsConfigError(f"{source}: role {name!r}: {exc}") from None
+
+
 def judge_role_from_env(
     model: str | None = None, base_url: str | None = None, environ: dict[str, str] | None = None
 ) -> RoleConfig:
@@ -234,8 +301,11 @@ def judge_role_from_env(
     if not model:
         raise ModelsConfigError("no judge model: set TBX_JUDGE_MODEL or pass --judge-model")
     key_env = next((k for k in ("TBX_JUDGE_API_KEY", "OPENAI_API_KEY") if env.get(k)), None)
+    url = base_url or env.get("TBX_JUDGE_BASE_URL") or OPENAI_URL
+    if key_env is None and urlsplit(url).hostname in KEYED_HOSTS:
+        raise ModelsConfigError(f"no judge key for {url}: set TBX_JUDGE_API_KEY or OPENAI_API_KEY")
     return RoleConfig(
         model=model,
-        base_url=base_url or env.get("TBX_JUDGE_BASE_URL") or OPENAI_URL,
+        base_url=url,
         api_key=SecretStr(env[key_env]) if key_env else None,
     )

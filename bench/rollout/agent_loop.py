@@ -22,8 +22,11 @@ The conversation ends when
 - the agent takes `max_agent_sim_turns` steps (a step is one completion, text
   or a batch of tool calls): `agent_limit`;
 - the user would need to answer more than `max_user_sim_turns` times: `user_limit`;
-- the attempt's wall clock runs out: `timeout`;
-- the agent returns an empty completion: `agent_error`.
+- the attempt's wall clock runs out: `timeout` (it stops while tbx waits on a model
+  endpoint: that time is `timings.model_wait`, the endpoint's, never the agent's);
+- the agent returns an empty completion: `agent_error`;
+- the agent's endpoint refuses the conversation as longer than the model's context:
+  `context_limit` (the agent filled its own context; a new try would fill it again).
 
 Every tool call goes through MCP and is recorded, reply included. Whatever
 the model emits is the model's responsibility: argument text that is not a
@@ -45,7 +48,7 @@ import asyncio
 import contextlib
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from mcp import Client
@@ -53,7 +56,14 @@ from mcp import Client
 from bench.dataset import Benchmark, Task
 from bench.defaults import TIMEOUTS, WALL_CLOCK
 from bench.harness_names import APPROVAL, STATE_CHECK, parse_harness
-from bench.llm.client import LLMClient, ModelEndpointError, UsageLedger
+from bench.llm.client import (
+    MODEL_WAIT,
+    ContextLimitExceeded,
+    LLMClient,
+    ModelEndpointError,
+    ModelWait,
+    UsageLedger,
+)
 from bench.llm.config import ModelsConfig, ModelsConfigError
 from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, PlanAgent, ScriptedUser
 from bench.rollout.agents.base import REPLAY_FINAL
@@ -203,10 +213,12 @@ async def run_loop(
         run.metadata["approval"] = {"asked": 0, "approved": 0, "refused": 0}
     t0 = time.perf_counter()
     timeout = asyncio.timeout(spec.wall_clock)
+    waited = ModelWait(timeout)
     try:
         async with timeout:
             try:
                 async with contextlib.AsyncExitStack() as stack:
+                    stack.enter_context(_waiting_on_models(waited))
                     t = time.perf_counter()
                     try:
                         client = await stack.enter_async_context(mcp_client(mcp_url, headers))
@@ -222,13 +234,23 @@ async def run_loop(
         if not timeout.expired():
             run.error = f"MCP endpoint timed out: {exc!r}"
             run.finish = run.finish or SYSTEM_ERROR
-            run.timings["total"] = time.perf_counter() - t0
+            _stop_clock(run, t0, waited)
             raise McpEndpointError(run.error, run.trajectory()) from exc
         run.finish = "timeout"
+    except ContextLimitExceeded as exc:
+        if exc.role != "agent":  # the user model cannot hold the benchmark's conversation
+            run.error = f"system error: {exc}"
+            run.finish = run.finish or SYSTEM_ERROR
+            _stop_clock(run, t0, waited)
+            failure = exc.endpoint_error()
+            failure.trajectory = run.trajectory()
+            raise failure from exc
+        run.finish = "context_limit"
+        run.error = str(exc)
     except (ModelEndpointError, McpEndpointError) as exc:
         run.error = f"system error: {exc}"
         run.finish = run.finish or SYSTEM_ERROR  # the conversation did not end: tbx's side failed
-        run.timings["total"] = time.perf_counter() - t0
+        _stop_clock(run, t0, waited)
         exc.trajectory = run.trajectory()
         raise
     except Exception as exc:
@@ -236,8 +258,23 @@ async def run_loop(
             raise
         # the conversation ended; only closing the MCP session failed
         run.metadata["mcp_close_error"] = repr(exc)
-    run.timings["total"] = time.perf_counter() - t0
+    _stop_clock(run, t0, waited)
     return run.trajectory()
+
+
+@contextlib.contextmanager
+def _waiting_on_models(waited: ModelWait) -> Iterator[None]:
+    """Inside it, this task's (and its children's) model calls stop the attempt's clock."""
+    token = MODEL_WAIT.set(waited)
+    try:
+        yield
+    finally:
+        MODEL_WAIT.reset(token)
+
+
+def _stop_clock(run: Conversation, t0: float, waited: ModelWait) -> None:
+    run.timings["total"] = time.perf_counter() - t0
+    run.timings["model_wait"] = waited.seconds
 
 
 # ---------------------------------------------------------------- entry point

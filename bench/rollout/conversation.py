@@ -52,6 +52,7 @@ __all__ = [
     "strip_done",
 ]
 
+SYSTEM_JOINER = "\n\n"  # between the agent's system prompt and the instructions after it
 DEFAULT_MAX_USER_TURNS = 10  # the reference harness's default
 DEFAULT_MAX_AGENT_TURNS = 100  # the reference has none; the wall clock is the other bound
 
@@ -150,7 +151,11 @@ class Conversation:
         self.agent = agent
         self.user = user
         self.ledger = ledger
-        self.system = [{"role": "system", "content": text} for _, text in spec.system_prompts if text]
+        # One system message: the agent's prompt, then the scenario's (and task's) instructions,
+        # their texts whole. The reference records two; some chat templates render the tool
+        # list once per system message, so two would double the prompt (docs/agents.md).
+        joined = SYSTEM_JOINER.join(text for _, text in spec.system_prompts if text)
+        self.system = [{"role": "system", "content": joined}] if joined else []
         self.messages: list[Message] = []
         self.tool_calls: list[ToolCall] = []
         self.user_turns: list[UserTurn] = []

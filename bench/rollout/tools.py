@@ -76,7 +76,10 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any] | None, str | None]
     try:
         value = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        return None, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+        return (
+            None,
+            f"tool arguments are not valid JSON ({exc.msg.removesuffix(' at')} at position {exc.pos})",
+        )
     except RecursionError:
         return None, "tool arguments are not valid JSON (nested too deeply)"
     except ValueError as exc:  # NaN / Infinity, integers past Python's digit limit

@@ -19,9 +19,17 @@ from pydantic import BaseModel, Field
 from bench.llm.client import Usage
 
 # What ended an attempt. `system_error`: tbx's side failed (a model endpoint, the
-# sandbox, ...; the row's `cause` says which), never the agent.
+# sandbox, ...; the row's `cause` says which), never the agent. `context_limit`: the
+# model endpoint refused the conversation as longer than its context (the agent's own).
 FinishReason = Literal[
-    "done", "user_done", "agent_limit", "user_limit", "timeout", "agent_error", "system_error"
+    "done",
+    "user_done",
+    "agent_limit",
+    "user_limit",
+    "timeout",
+    "agent_error",
+    "system_error",
+    "context_limit",
 ]
 FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 SYSTEM_ERROR: FinishReason = "system_error"
@@ -37,7 +45,10 @@ class Message(BaseModel):
     name: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if content is None and self.role == "assistant":
+            content = ""  # never null: some servers refuse it (llama-cpp-python answers 500)
+        out: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             out["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:
@@ -95,6 +106,8 @@ class UserTurn(BaseModel):
     source: Literal["query", "llm", "scripted", "harness"]  # harness: tbx's state-check message
     text: str
     done: bool = False
+    # `text` is tbx's stand-in ("I don't know.") for an empty completion, not the user model's words
+    stand_in: bool = False
     raw: str | None = None  # the LLM completion before cleaning
     prompt: list[dict[str, Any]] | None = None  # the messages the user LLM saw
     latency_ms: float = 0.0

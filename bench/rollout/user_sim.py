@@ -116,7 +116,16 @@ def render_transcript(transcript: Transcript) -> str:
 
 
 def clean_reply(raw: str) -> tuple[str, bool]:
-    """(text, done): strip labels / quotes, detect and remove the stop token."""
+    """(text, done): strip labels / quotes, detect and remove the stop token; an empty
+    reply becomes tbx's stand-in (CLOSING, NO_ANSWER)."""
+    text, done = said(raw)
+    if not text:
+        text = CLOSING if done else NO_ANSWER
+    return text, done
+
+
+def said(raw: str) -> tuple[str, bool]:
+    """(what the user model said, done): `clean_reply` without the stand-in ("" when empty)."""
     text = (raw or "").strip()
     done = STOP_TOKEN in text
     text = text.replace(STOP_TOKEN, "").strip()
@@ -124,8 +133,6 @@ def clean_reply(raw: str) -> tuple[str, bool]:
         text = text.split(":", 1)[1].strip()
     if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
-    if not text:
-        text = CLOSING if done else NO_ANSWER
     return text, done
 
 
@@ -236,6 +243,7 @@ class LLMUser:
             source="llm",
             text=text,
             done=done,
+            stand_in=not said(raw)[0],
             raw=raw,
             prompt=prompt,
             latency_ms=(time.perf_counter() - t) * 1000,

@@ -82,6 +82,9 @@ class RunOptions(BaseModel):
     daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
     # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
     harness: tuple[str, ...] = ()
+    # What each role's model server said of itself at start-up (bench.env.endpoint_probe):
+    # the manifest's `model_servers`, outside the bundle.
+    model_servers: dict[str, Any] = Field(default_factory=dict)
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -243,6 +246,7 @@ class Coordinator:
                 data_hash=self.data_hash,
                 policy_search=self.opts.policy_search,
                 harness=self.opts.harness,
+                model_servers=self.opts.model_servers,
             )
 
         try:
@@ -421,6 +425,7 @@ class Coordinator:
                 # a checkout's own servers' (h44's AttemptOutcome fields, when present)
                 server_effects=getattr(outcome, "server_effects", None),
                 init_results=getattr(outcome, "init_results", None),
+                finish_reason=outcome.finish_reason,
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
@@ -526,6 +531,9 @@ class Coordinator:
         self._counts["done"] += 1
         self._counts["errors"] += 1
         self.error_causes[fault.cause] += 1
+        if fault.cause == "model endpoint incompatible" and self.error_causes[fault.cause] == 1:
+            # said at once and whole: every attempt may meet it (docs/reliability.md)
+            self.notice(f"tbx run: the model endpoint refuses what tbx sends, not retried: {message}")
         if self.progress:
             self.progress(self, task, record.repeat, f"system error: {message[:200]}")
         return None

@@ -115,12 +115,15 @@ async def grade(
     attempt_id: str = "",
     server_effects: Mapping[str, Any] | None = None,
     init_results: Mapping[str, Any] | None = None,
+    finish_reason: str | None = None,
 ) -> Graded:
     """Rubric answers: `recorded` ones when they answer this task's questions,
     else asked of `judge`; neither raises GradingError(`no_judge`).
     `skip_rubrics` judges a rubric task on state alone (and says so).
     `resource_limit`: the attempt's own load hit a limit (why): `limited`. Without
-    it a terminal state is required (GradingError).
+    it a terminal state is required (GradingError). `finish_reason` `context_limit`
+    (the agent filled its model's context): graded on its state like a `timeout`,
+    a failure's signature is `context_limit`.
     A task graded by its test function (Task.runs_function) is run by `functions`
     (bench.evaluator) on the attempt's context: the test asks its own judge questions,
     so no rubric is asked here. `server_effects` / `init_results`: what a checkout's own
@@ -139,7 +142,45 @@ async def grade(
             init_result=init_results or None,
         )
         result = await functions.run(task, context)
-        return Graded(verdict=with_test_function(task.id, state.verdict, result))
+        graded = Graded(verdict=with_test_function(task.id, state.verdict, result))
+    else:
+        graded = await _grade(
+            bench,
+            task,
+            golden,
+            terminal,
+            calls,
+            initial=initial,
+            final_message=final_message,
+            domain=domain,
+            recorded=recorded,
+            judge=judge,
+            skip_rubrics=skip_rubrics,
+            no_judge=no_judge,
+            resource_limit=resource_limit,
+        )
+    verdict = graded.verdict
+    if finish_reason == "context_limit" and not verdict.passed and verdict.signature != "resource_limit":
+        graded.verdict = verdict.model_copy(update={"signature": "context_limit"})
+    return graded
+
+
+async def _grade(
+    bench: Benchmark,
+    task: Task,
+    golden: GoldenState,
+    terminal: State | None,
+    calls: Sequence[ToolCallView],
+    *,
+    initial: State | None,
+    final_message: str | None,
+    domain: str | None,
+    recorded: list[RubricAnswer] | None,
+    judge: RubricJudgeFn | None,
+    skip_rubrics: bool,
+    no_judge: str,
+    resource_limit: str | None,
+) -> Graded:
     if resource_limit is not None or terminal is None:  # no rubric is asked for either
         return judged(
             bench,

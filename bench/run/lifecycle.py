@@ -256,6 +256,7 @@ async def execute_attempt(
                 harness=spec.harness,
                 effects_probe=probe,
             )
+        _model_wait(outcome, outcome.trajectory)
         outcome.usage = usage_of(outcome.trajectory)
     except ResourceLimitHit as exc:
         # The agent's own load, on which its loop failed: graded a failure with what it left.
@@ -267,5 +268,13 @@ async def execute_attempt(
         partial = getattr(exc, "trajectory", None)
         if outcome.trajectory is None and isinstance(partial, Trajectory):
             outcome.trajectory = partial
+            _model_wait(outcome, partial)
         outcome.system_error = AttemptFailure.of(exc)
     return outcome
+
+
+def _model_wait(outcome: AttemptOutcome, traj: Trajectory) -> None:
+    """The part of `agent` spent waiting on model endpoints (not on the wall clock), for
+    an attempt that waited on one."""
+    if traj.timings.get("model_wait"):
+        outcome.timings["model_wait"] = traj.timings["model_wait"]

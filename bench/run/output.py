@@ -227,6 +227,13 @@ def set_rubric_style(out: Path, style: RubricStyle) -> None:
         _replace(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
 
 
+def default_run_name(agent: str, config: ModelsConfig | None) -> str:
+    """The agent, and for a model agent its model (`llm gpt-4.1`): not every run is "llm"."""
+    if config is None or config.agent is None or agent.split(":")[0] in ("oracle", "noop", "chaos"):
+        return agent
+    return f"{agent} {config.agent.model}"
+
+
 def write_manifest(
     out: Path,
     bench: Benchmark,
@@ -241,9 +248,11 @@ def write_manifest(
     data_hash: str | None = None,
     policy_search: str = POLICY_SEARCH,
     harness: Sequence[str] = (),
+    model_servers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write manifest.json (merged with a previous one when resuming; raises
-    BundleChanged when the previous results belong to another bundle)."""
+    BundleChanged when the previous results belong to another bundle). `model_servers`:
+    what each role's server said of itself (`GET /models`), recorded outside the bundle."""
     manifest: dict[str, Any] = {
         "tbx_version": tbx_version(),
         "git_commit": source_commit(),
@@ -255,7 +264,7 @@ def write_manifest(
         "image_digests": digests,
         "agent": agent,
         "repeats": repeats,
-        "run_name": run_name or f"{agent}",
+        "run_name": run_name or default_run_name(agent, config),
         "run_id": run_id,
         "config": config.public_dict() if config is not None else None,
         "policy_search": policy_search,
@@ -264,6 +273,8 @@ def write_manifest(
         "rubric_judge": rubric_style(config.judge if config is not None else None),
         "started_at": datetime.now(UTC).isoformat(),
     }
+    if model_servers:
+        manifest["model_servers"] = model_servers
     manifest["bundle_hash"] = bundle_hash(manifest)
     merge_previous_manifest(out, manifest)
     with writing(out / "manifest.json"):

@@ -93,6 +93,7 @@ async def grade_record(
     skip_rubrics: bool = False,
     functions: FunctionRunner | None = None,
     trajectory: Trajectory | None = None,
+    finish_reason: str | None = None,
 ) -> Graded:
     """Judge one attempt record (through `bench.run.grading.grade`). Rubric answers
     are taken from the record unless `rejudge_rubrics` (or none were recorded)
@@ -127,6 +128,7 @@ async def grade_record(
             functions=functions,
             trajectory=trajectory,
             attempt_id=record.attempt_id,
+            finish_reason=finish_reason,  # its row's: a context_limit failure keeps its signature
         )
     except GradingError as exc:
         raise RegradeError(str(exc)) from None
@@ -246,6 +248,7 @@ async def _regrade(
                     skip_rubrics=was_skipped and judge is None,
                     functions=functions,
                     trajectory=await asyncio.to_thread(_trajectory, results, rows.get(path, {})),
+                    finish_reason=rows.get(path, {}).get("finish_reason"),
                 )
             except JudgeUnavailable:
                 raise

@@ -363,6 +363,9 @@ def conversation(
                 if turn is not None and turn.source == "harness"
                 else ("simulated user" if turn is None or turn.source == "llm" else "scripted user")
             )
+            # (a trajectory written before `stand_in` was recorded: an empty completion)
+            if turn is not None and (turn.stand_in or (turn.source == "llm" and turn.raw == "")):
+                who = "tbx, standing in for an empty simulated-user reply"
             out.append(_message(who, "user", _text(m.content)))
         elif m.role == "assistant":
             inner = _text(m.content)

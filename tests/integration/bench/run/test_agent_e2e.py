@@ -129,9 +129,11 @@ async def test_llm_agent_playing_the_golden_calls_reaches_the_golden_hash(
     assert len(agent_reqs) == len(calls) + 1
     first = agent_reqs[0]
     prompt = bench.agents["think"]
-    assert first["messages"][0] == {"role": "system", "content": prompt.system_instructions}
-    assert first["messages"][1] == {"role": "system", "content": bench.scenario_of(task).bot_instructions}
-    assert first["messages"][2] == {"role": "user", "content": task.query}
+    # one system message: the agent's prompt, then the scenario's instructions (texts whole)
+    system = f"{prompt.system_instructions}\n\n{bench.scenario_of(task).bot_instructions}"
+    assert first["messages"][0] == {"role": "system", "content": system}
+    assert first["messages"][1] == {"role": "user", "content": task.query}
+    assert first["tool_choice"] == "auto"
     assert first["seed"] == 102 and first["parallel_tool_calls"] is False
     offered = {t["function"]["name"] for t in first["tools"]}
     assert {t for t, _ in calls} <= offered and "InjectionAttackInToolResponse" in offered

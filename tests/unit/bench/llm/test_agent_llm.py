@@ -12,7 +12,6 @@ import pytest
 
 from bench.llm.client import CallUsage, LLMClient, ModelEndpointError, UsageLedger
 from bench.llm.config import (
-    NO_KEY,
     ModelsConfig,
     ModelsConfigError,
     Price,
@@ -243,8 +242,12 @@ def test_config_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         {"agent": {"base_url": "http://x", "model": "m", "api_key_env": "TBX_NOPE_KEY"}}
     )
     monkeypatch.delenv("TBX_NOPE_KEY", raising=False)
+    assert cfg.role("agent").resolved_api_key() is None  # a local endpoint: no key, no header
+    hosted = parse_models_config(
+        {"agent": {"base_url": "https://api.openai.com/v1", "model": "m", "api_key_env": "TBX_NOPE_KEY"}}
+    )
     with pytest.raises(ModelsConfigError, match="TBX_NOPE_KEY"):
-        cfg.role("agent").resolved_api_key()
+        hosted.role("agent").resolved_api_key()
     with pytest.raises(ModelsConfigError, match="no 'judge' role"):
         cfg.role("judge")
 
@@ -265,6 +268,6 @@ def test_role_key_overrides_default_key_source_and_is_never_public() -> None:
         parse_models_config({"judge": {"base_url": "http://x", "model": "j"}})
         .role("judge")
         .resolved_api_key()
-        == NO_KEY
+        is None
     )
     assert role(seed=None).request_seed(5) is None and role(seed=10).request_seed(5) == 15

@@ -63,3 +63,9 @@ def test_judge_role_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
     cfg = judge_role_from_env()
     assert (cfg.base_url, cfg.resolved_api_key()) == ("https://api.openai.com/v1", "openai-key")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ModelsConfigError, match="set TBX_JUDGE_API_KEY or OPENAI_API_KEY"):
+        judge_role_from_env()  # the hosted API needs a key
+    assert (
+        judge_role_from_env(base_url="http://127.0.0.1:9/v1").resolved_api_key() is None
+    )  # a local one does not

@@ -31,7 +31,7 @@ def test_the_judge_role_names_its_style_and_defaults_to_the_reference() -> None:
     assert "style" not in config(style="json").public_dict()["judge"]
     with pytest.raises(ModelsConfigError, match=r"judge\.style"):
         config(style="legacy")
-    with pytest.raises(ModelsConfigError, match=r"agent\.style"):  # a judge's setting only
+    with pytest.raises(ModelsConfigError, match=r"unknown key 'style' in agent"):  # a judge's setting only
         parse_models_config({"agent": {**ROLE, "style": "json"}})
 
 
