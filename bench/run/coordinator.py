@@ -35,6 +35,7 @@ from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
+from bench.rollout.agents import AgentScript
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, TryPhase, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
@@ -80,6 +81,9 @@ class RunOptions(BaseModel):
     daemon_wait: float = Field(default=DAEMON_WAIT, ge=0)
     # Harness interventions on (bench.rollout.harness.parse_harness): manifest and bundle.
     harness: tuple[str, ...] = ()
+    # The `scripted` agent's calls (--script FILE) and where they were read: manifest and bundle.
+    agent_script: AgentScript | None = None
+    agent_script_path: Path | None = None
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -184,6 +188,7 @@ class Coordinator:
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,
             harness=self.opts.harness,
+            agent_script=self.opts.agent_script,
         )
 
     def _preparation(self, task: Task) -> Preparer:
@@ -226,6 +231,7 @@ class Coordinator:
                 data_hash=self.data_hash,
                 policy_search=self.opts.policy_search,
                 harness=self.opts.harness,
+                agent_script=self._script_entry(),
             )
 
         try:
@@ -241,6 +247,12 @@ class Coordinator:
             self.output.make_dirs()
             written = manifest()
         self.bundle_hash = written["bundle_hash"]
+
+    def _script_entry(self) -> dict[str, Any] | None:
+        script = self.opts.agent_script
+        if script is None:
+            return None
+        return script.manifest_entry(self.opts.agent_script_path or Path("<script>"))
 
     # ---- schedule
     async def run(self, tasks: list[Task]) -> dict[str, int]:

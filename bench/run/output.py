@@ -196,6 +196,8 @@ def bundle_hash(manifest: dict[str, Any]) -> str:
     bundle = {k: manifest[k] for k in BUNDLE_KEYS}
     if manifest.get("harness"):  # only when on: a plain run's bundle hash is what it always was
         bundle["harness"] = list(manifest["harness"])
+    if manifest.get("agent_script"):  # the scripted agent's calls: their digest, not the file's path
+        bundle["agent_script"] = manifest["agent_script"]["sha256"]
     return hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
 
 
@@ -213,9 +215,11 @@ def write_manifest(
     data_hash: str | None = None,
     policy_search: str = POLICY_SEARCH,
     harness: Sequence[str] = (),
+    agent_script: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write manifest.json (merged with a previous one when resuming; raises
-    BundleChanged when the previous results belong to another bundle)."""
+    BundleChanged when the previous results belong to another bundle). `agent_script`:
+    the `scripted` agent's file (path, sha256, number of tasks), recorded only when given."""
     manifest: dict[str, Any] = {
         "tbx_version": tbx_version(),
         "git_commit": source_commit(),
@@ -234,6 +238,8 @@ def write_manifest(
         "harness": list(harness),
         "started_at": datetime.now(UTC).isoformat(),
     }
+    if agent_script is not None:
+        manifest["agent_script"] = dict(agent_script)
     manifest["bundle_hash"] = bundle_hash(manifest)
     merge_previous_manifest(out, manifest)
     with writing(out / "manifest.json"):
@@ -265,6 +271,8 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     changed = [k for k in BUNDLE_KEYS if previous.get(k) != manifest.get(k)]
     if list(previous.get("harness") or []) != list(manifest.get("harness") or []):
         changed.append("harness")
+    if _script_digest(previous) != _script_digest(manifest):
+        changed.append("agent_script")
     results = out / "results.jsonl"
     if changed and results.exists() and results.stat().st_size:
         raise BundleChanged(out, changed, previous)
@@ -274,6 +282,11 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     if previous.get("run_id"):
         earlier.append(previous["run_id"])
     manifest["previous_run_ids"] = earlier
+
+
+def _script_digest(manifest: dict[str, Any]) -> str | None:
+    entry = manifest.get("agent_script")
+    return entry.get("sha256") if isinstance(entry, dict) else None
 
 
 def _previous_manifest(out: Path) -> dict[str, Any] | None:
