@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -87,8 +88,8 @@ def models_config(base_url: str, *, max_tokens: int, **role_extra: Any) -> dict[
     """agent, user and judge on one endpoint, no key (a local server needs none)."""
     roles = {
         "agent": {"model": MODEL_NAME["agent"], "temperature": 0.0, "seed": 1000, "max_tokens": max_tokens},
-        "user": {"model": MODEL_NAME["user"], "temperature": 0.0, "max_tokens": 256},
-        "judge": {"model": MODEL_NAME["judge"], "temperature": 0.0, "max_tokens": 256},
+        "user": {"model": MODEL_NAME["user"], "temperature": 0.0, "max_tokens": 96},
+        "judge": {"model": MODEL_NAME["judge"], "temperature": 0.0, "max_tokens": 128},
     }
     return {"defaults": {"base_url": base_url, "timeout": 600, **role_extra}, **roles}
 
@@ -291,8 +292,12 @@ def attempt_summary(out: Path, row: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": row.get("finish_reason"),
         "row_usage": row.get("usage") or {},
         "trajectory_usage": (traj or {}).get("usage") or {},
-        "wall_s": round(sum(v for v in timings.values() if isinstance(v, int | float)), 1),
+        # model_wait (where a tbx records it) is part of `agent`, not beside it
+        "wall_s": round(
+            sum(v for k, v in timings.items() if isinstance(v, int | float) and k != "model_wait"), 1
+        ),
         "agent_s": round(float(timings.get("agent", 0.0)), 1),
+        "model_wait_s": timings.get("model_wait"),
         "tool_calls": [f"{c.get('tool')}{'!' if c.get('is_error') else ''}" for c in calls],
         "agent_turns": (traj or {}).get("agent_turns")
         or len([m for m in (traj or {}).get("messages") or [] if m.get("role") == "assistant"]),
@@ -361,7 +366,7 @@ def _reasks(judge: list[Exchange]) -> int:
 
 def probe_key_and_typo(tbx: Tbx, relay: Relay, work: Path) -> dict[str, Any]:
     """1: `api_key_env: TBX_MODEL_API_KEY` left unset; a typo (`max_token`) in the config."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"server_idle_after_s": wait_idle(relay.base_url.removesuffix("/v1"))}
     keyed = models_config(relay.base_url, max_tokens=64, api_key_env="TBX_MODEL_API_KEY")
     cfg = write_yaml(work / "keyed.yaml", keyed)
     dest = work / "p1-key"
@@ -370,17 +375,34 @@ def probe_key_and_typo(tbx: Tbx, relay: Relay, work: Path) -> dict[str, Any]:
     typo = models_config(relay.base_url, max_tokens=64)
     typo["agent"]["max_token"] = typo["agent"].pop("max_tokens")
     cfg = write_yaml(work / "typo.yaml", typo)
+    wait_idle(relay.base_url.removesuffix("/v1"))
     dest = work / "p1-typo"
     res = until_started(tbx.run_args(cfg, dest, TASKS[:1], 1), tbx.env(), 300, relay)
     out["typo"] = {**res, "printed": res["printed"][-8:], "left_in_out": listing(dest)[:12]}
     return out
 
 
+def wait_idle(server_url: str) -> float:
+    """Seconds until the server answers `GET /v1/models` (it does so between requests only)."""
+    t0 = time.monotonic()
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.get(server_url + "/v1/models", timeout=900)
+    return round(time.monotonic() - t0, 1)
+
+
+# A long prompt: the server answers nothing else while it evaluates one (a v1.0 domain's
+# first agent request is 19-26 k tokens; this is ~3 k).
+BUSY_PROMPT = "Summarise this log in one line.\n" + "\n".join(
+    f"{i:05d} INFO worker-{i % 7} processed order ORD-{30000000 + i} in {i % 97} ms" for i in range(160)
+)
+
+
 def _busy(server_url: str, alias: str, tokens: int) -> threading.Thread:
     def work() -> None:
         body = {
             "model": alias,
-            "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
+            # a fresh first line each time: the server's prompt cache would answer a repeat at once
+            "messages": [{"role": "user", "content": f"Request {time.time_ns()}.\n{BUSY_PROMPT}"}],
             "max_tokens": tokens,
             "temperature": 0.7,
         }
@@ -395,7 +417,8 @@ def _busy(server_url: str, alias: str, tokens: int) -> threading.Thread:
 def probe_busy(tbx: Tbx, relay: Relay, server_url: str, alias: str, work: Path) -> dict[str, Any]:
     """2: the server works on a request while `tbx run` checks the endpoint."""
     cfg = write_yaml(work / "busy.yaml", models_config(relay.base_url, max_tokens=64))
-    busy = _busy(server_url, alias, 400)
+    wait_idle(server_url)
+    busy = _busy(server_url, alias, 32)
     time.sleep(2)
     t0 = time.monotonic()
     code: int | str
@@ -405,7 +428,7 @@ def probe_busy(tbx: Tbx, relay: Relay, server_url: str, alias: str, work: Path) 
         code = repr(exc)
     models_wait = round(time.monotonic() - t0, 1)
     busy.join()
-    busy = _busy(server_url, alias, 400)
+    busy = _busy(server_url, alias, 32)
     time.sleep(2)
     dest = work / "p2-busy"
     res = until_started(tbx.run_args(cfg, dest, TASKS[:1], 1), tbx.env(), 600)
@@ -427,6 +450,7 @@ def _chat(server_url: str, body: dict[str, Any]) -> dict[str, Any]:
         out["content"] = (choice["message"].get("content") or "")[:120]
     else:
         out["body"] = resp.text[:300]
+        out["says_valid_string"] = "Input should be a valid string" in resp.text
     return out
 
 
@@ -464,7 +488,7 @@ def probe_overflow(tbx: Tbx, args: argparse.Namespace, work: Path) -> dict[str, 
     small = LlamaServer(args.python, args.model, args.small_ctx, work / "server-small.log")
     try:
         small.start()
-        relay = Relay(small.url, rename={n: alias_of(small.url) for n in MODEL_NAME.values()}).start()
+        relay = Relay(small.url).start()
         try:
             cfg = write_yaml(work / "small.yaml", models_config(relay.base_url, max_tokens=64))
             dest = work / "p9-overflow"
@@ -486,6 +510,7 @@ def probe_overflow(tbx: Tbx, args: argparse.Namespace, work: Path) -> dict[str, 
                     for e in errors
                 ][:4],
                 "server": relay_totals(relay.records),
+                "from_run": probe_from_run(dest, tbx, relay.records),
             }
         finally:
             relay.close()
@@ -583,10 +608,10 @@ def _view_boxes(tbx: Tbx, out: Path, sys_rows: list[dict[str, Any]]) -> dict[str
     boxes: Counter[str] = Counter()
     for p in pages:
         html = p.read_text(errors="replace")
-        for label in ("AGENT ERROR", "SYSTEM ERROR", "MODEL ENDPOINT", "Model endpoint"):
-            if label in html:
-                boxes[label] += 1
-    return {"pages": len(pages), "pages_with": dict(boxes), "system_error_rows": len(sys_rows)}
+        # the conversation's error box: <div class="msg error-box" ...><div class="who">LABEL</div>
+        for label in re.findall(r'class="msg error-box"[^>]*><div class="who">([^<]*)</div>', html):
+            boxes[label] += 1
+    return {"pages": len(pages), "error_boxes": dict(boxes), "system_error_rows": len(sys_rows)}
 
 
 # ---------------------------------------------------------------- main
@@ -606,9 +631,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tasks", default=",".join(TASKS), help="demo-pack task ids of the main run")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--n-ctx", type=int, default=32768)
-    p.add_argument("--small-ctx", type=int, default=2048, help="context of the overflow probe's server")
-    p.add_argument("--max-tokens", type=int, default=512, help="the agent role's max_tokens")
-    p.add_argument("--wall-clock", type=float, default=900)
+    p.add_argument(
+        "--small-ctx",
+        type=int,
+        default=1000,
+        help="context of the overflow probe's server (a demo retail request is ~1 k tokens: it overflows a few turns in)",
+    )
+    p.add_argument("--max-tokens", type=int, default=200, help="the agent role's max_tokens")
+    p.add_argument("--wall-clock", type=float, default=240, help="tbx run --wall-clock (s per attempt)")
     p.add_argument("--max-retries", type=int, default=2, help="tbx run --max-retries of the main run")
     p.add_argument(
         "--probes", default="1,2,3,9", help="probes run beside the main run (5-8 and 10 always read it)"
@@ -636,7 +666,7 @@ def serving(args: argparse.Namespace, work: Path) -> Iterator[tuple[LlamaServer,
     server = LlamaServer(args.python, args.model, args.n_ctx, work / "server.log").start()
     try:
         alias = alias_of(server.url)
-        relay = Relay(server.url, rename=dict.fromkeys(MODEL_NAME.values(), alias)).start()
+        relay = Relay(server.url).start()
         try:
             yield server, relay, alias
         finally:
@@ -645,7 +675,12 @@ def serving(args: argparse.Namespace, work: Path) -> Iterator[tuple[LlamaServer,
         server.stop()
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM too: the servers are stopped on the way out
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     args = parse_args()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="tbx-local-model-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -672,6 +707,7 @@ def main() -> int:
             result["3_4_server_contract"] = probe_server_contract(server.url, alias)
             show("3/4 the server itself: tool_choice, content null", result["3_4_server_contract"])
         if not args.skip_run:
+            wait_idle(server.url)
             cfg = write_yaml(work / "models.yaml", models_config(relay.base_url, max_tokens=args.max_tokens))
             out = work / "run"
             t0 = time.monotonic()

@@ -29,7 +29,7 @@ from pg_support import DEMO_PACK
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from llama_server import LlamaServer, alias_of
+from llama_server import LlamaServer
 from model_relay import Relay
 
 from bench.run.results import read_rows
@@ -55,8 +55,7 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relay]:
     log = tmp_path_factory.mktemp("llama") / "server.log"
     server = LlamaServer(PYTHON, MODEL, n_ctx=32768, log=log).start()
     try:
-        alias = alias_of(server.url)
-        relay = Relay(server.url, rename=dict.fromkeys(NAMES.values(), alias)).start()
+        relay = Relay(server.url).start()
         try:
             yield relay
         finally:
