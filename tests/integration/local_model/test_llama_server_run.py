@@ -12,7 +12,8 @@ system error is never scored (no signature); every request that offers tools say
 `tool_choice` (servers such as this one ignore tools without it); no assistant message
 is sent with `content: null` (this server refuses it with HTTP 500); no request carries
 an `Authorization` header (the config names no key); and a scored attempt's tokens per
-role are the server's own counts for that attempt."""
+role are the server's own counts for that attempt (unless its wall clock ran out with a
+request in flight)."""
 
 from __future__ import annotations
 
@@ -95,8 +96,11 @@ def test_a_short_run_against_a_real_server(relay: Relay, tmp_path: Path) -> None
     assert not [r for r in chat if r.null_content], f"content null sent; the server answered {refused[:2]}"
     assert not refused, refused[:3]
     assert not row.system_error, row.model_extra
+    if row.finish_reason == "timeout":
+        return  # a request in flight when the wall clock ran out is the server's, in no row
     for role, name in NAMES.items():
-        mine = [r for r in chat if r.role == name]
+        # a one-message request is an endpoint check before the run, not the attempt's
+        mine = [r for r in chat if r.role == name and r.messages > 1]
         if role in row.usage:
             u = row.usage[role]
             assert u.input_tokens == sum(int(r.usage.get("prompt_tokens") or 0) for r in mine), role
