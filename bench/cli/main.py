@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     except RunError as exc:
         print(printable(exc), file=sys.stderr)
-        code = 1
+        code = exc.exit_code
     except SandboxError as exc:  # may carry a build log: its lines kept
         print(f"tbx: {printable_lines(exc)}", file=sys.stderr)
         code = 2

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, POLICY_SEARCHES, WALL_CLOCK
 from bench.run.causes import causes_text
-from bench.run.errors import RunError
+from bench.run.errors import RunError, RunUsageError
 from bench.terminal_text import printable
 
 if TYPE_CHECKING:
     from bench.dataset import Task
     from bench.llm.config import ModelsConfig
+    from bench.rollout.agents import AgentScript
 
 
 def register(sub: Any) -> None:
@@ -25,7 +26,15 @@ def register(sub: Any) -> None:
     run.add_argument("--tasks", help="comma-separated task ids (or uids)")
     run.add_argument("--domain", action="append", help="only these domains")
     run.add_argument(
-        "--agent", default="oracle", help="oracle | noop | chaos[:rate] | llm[:prompt] (needs --config)"
+        "--agent",
+        default="oracle",
+        help="oracle | noop | chaos[:rate] | scripted (needs --script) | llm[:prompt] (needs --config)",
+    )
+    run.add_argument(
+        "--script",
+        metavar="FILE",
+        help='the scripted agent\'s calls: JSON {"<task id>": {"calls": [{"tool": ..., "arguments": {...}}], '
+        '"final": "..."}}; recorded in the manifest and the bundle',
     )
     run.add_argument("--config", help="models config YAML (agent, user, judge roles; prices)")
     run.add_argument("--repeat", type=int, default=20, help="attempts per task (k)")
@@ -115,12 +124,40 @@ def select_tasks(bench: Any, tasks: str | None, domains: list[str] | None) -> li
 
 def needed_roles(agent: str, tasks: list[Task], skip_rubrics: bool) -> list[str]:
     """The model roles a run of `agent` on `tasks` calls: none for a built-in agent."""
-    if agent.split(":")[0] in ("oracle", "noop", "chaos"):
+    from bench.rollout.agents import BUILTIN_AGENTS
+
+    if agent.split(":")[0] in BUILTIN_AGENTS:
         return []
     roles = ["agent", "user"]
     if not skip_rubrics and any(t.has_rubrics for t in tasks):
         roles.append("judge")
     return roles
+
+
+def agent_script_for(agent: str, script: str | None, tasks: list[Task]) -> AgentScript | None:
+    """The --script file of a `scripted` run, read before anything is written (a malformed
+    file, or --script without `scripted` or the reverse, is a usage error); keys that name
+    no task of the run are a warning."""
+    from bench.rollout.agents import AgentScriptError, load_agent_script
+    from bench.rollout.brief import SCRIPTED_AGENT
+
+    scripted = agent.partition(":")[0] == SCRIPTED_AGENT
+    if script is None:
+        if scripted:
+            raise RunUsageError(f"tbx run: agent {agent!r} needs --script FILE (the calls it plays)")
+        return None
+    if not scripted:
+        raise RunUsageError(f"tbx run: --script is for --agent {SCRIPTED_AGENT}, not {agent!r}")
+    try:
+        loaded = load_agent_script(script)
+    except AgentScriptError as exc:
+        raise RunUsageError(f"tbx run: --script: {exc}") from None
+    unknown = loaded.unknown_keys((t.id, t.uid) for t in tasks)
+    if unknown:
+        _stderr(
+            f"tbx run: warning: --script names {len(unknown)} task(s) not in this run: {', '.join(unknown)}"
+        )
+    return loaded
 
 
 def check_endpoints(config: ModelsConfig, roles: list[str]) -> dict[str, Any]:
@@ -174,6 +211,7 @@ def run_command(args: argparse.Namespace) -> int:
     from bench.cli.signals import run_async, stop_signals_as_interrupt
     from bench.harness_names import HarnessError, parse_harness
     from bench.llm.config import check_models_config, load_models_config
+    from bench.rollout.agents import BUILTIN_AGENTS
     from bench.run.coordinator import Coordinator, RunOptions
     from bench.run.retries import RetryPolicy
     from bench.run.sizing import check_memory, default_concurrency
@@ -184,7 +222,8 @@ def run_command(args: argparse.Namespace) -> int:
     config = load_models_config(args.config) if args.config else None
     bench = benchmark_for("tbx run", args.dataset, args.release)
     tasks = select_tasks(bench, args.tasks, args.domain)
-    builtin = args.agent.split(":")[0] in ("oracle", "noop", "chaos")
+    agent_script = agent_script_for(args.agent, args.script, tasks)
+    builtin = args.agent.split(":")[0] in BUILTIN_AGENTS
     if not builtin and config is None:
         raise RunError(f"tbx run: agent {args.agent!r} needs a model config (--config FILE)")
     roles = needed_roles(args.agent, tasks, args.skip_rubrics)
@@ -231,6 +270,8 @@ def run_command(args: argparse.Namespace) -> int:
         policy_search=args.policy_search,
         harness=harness,
         model_servers=model_servers,
+        agent_script=agent_script,
+        agent_script_path=Path(args.script).resolve() if args.script else None,
     )
     opts.out.mkdir(parents=True, exist_ok=True)
     progress = RunProgress(live=False if args.plain else None)

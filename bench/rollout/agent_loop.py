@@ -65,10 +65,10 @@ from bench.llm.client import (
     UsageLedger,
 )
 from bench.llm.config import ModelsConfig, ModelsConfigError
-from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, LLMAgent, PlanAgent, ScriptedUser
+from bench.rollout.agents import BUILTIN_AGENTS, AgentPolicy, AgentScript, LLMAgent, PlanAgent, ScriptedUser
 from bench.rollout.agents.base import REPLAY_FINAL
 from bench.rollout.agents.noop import noop_agent
-from bench.rollout.brief import REPLAYING_AGENTS, TaskBrief, task_brief
+from bench.rollout.brief import REPLAYING_AGENTS, SCRIPTED_AGENT, TaskBrief, task_brief
 from bench.rollout.clients import AgentClients, mcp_client
 from bench.rollout.conversation import (
     Conversation,
@@ -289,11 +289,13 @@ async def run_attempt_agent(
     config: ModelsConfig | None = None,
     seed: int = 0,
     wall_clock: float = WALL_CLOCK,
+    agent_script: AgentScript | None = None,
     **options: Any,
 ) -> Trajectory:
     """`run_agent` for `task` of a dataset loaded in this process: its brief built here
-    (bench.rollout.brief.task_brief), then the same loop as from a shipped spec."""
-    brief = task_brief(bench, task, agent, seed)
+    (bench.rollout.brief.task_brief; `agent_script`: what `scripted` plays), then the
+    same loop as from a shipped spec."""
+    brief = task_brief(bench, task, agent, seed, agent_script)
     return await run_agent(brief, mcp_url, headers, config, seed, wall_clock, **options)
 
 
@@ -316,8 +318,8 @@ async def run_agent(
     """Run one attempt's conversation for the task of `brief` against the MCP endpoint.
 
     The agent is the one the brief was built for (`brief.agent`): `oracle`, `noop`,
-    `chaos` / `chaos:<rate>` (no model needed; oracle and chaos play the brief's
-    script), or an LLM agent: `llm` (the `think` prompt), `llm:<prompt>` or a
+    `chaos` / `chaos:<rate>`, `scripted` (no model needed; oracle, chaos and scripted
+    play the brief's script), or an LLM agent: `llm` (the `think` prompt), `llm:<prompt>` or a
     prompt name of the dataset (`think`); those need `config` with the `agent`
     role and, unless `user="scripted"`, the `user` role. `user`: None (built-in
     agents get the scripted user, LLM agents the simulated one), `"scripted"`,
@@ -344,12 +346,11 @@ async def run_agent(
         return made
 
     try:
-        if name in REPLAYING_AGENTS:
+        if name in (*REPLAYING_AGENTS, SCRIPTED_AGENT):
             if brief.script is None or brief.script.agent != name:
-                raise ValueError(
-                    f"agent {agent!r} replays the golden calls, but its brief has no {name} script"
-                )
-            policy = PlanAgent(brief.script.calls, final=REPLAY_FINAL)
+                raise ValueError(f"agent {agent!r} plays a script, but its brief has no {name} script")
+            final = REPLAY_FINAL if brief.script.final is None else brief.script.final
+            policy = PlanAgent(brief.script.calls, final=final)
             if name == "chaos":
                 metadata["chaos"] = dict(brief.script.metadata)
         elif name == "noop":

@@ -19,7 +19,9 @@ Not in it: golden end states, rubrics, golden calls. One marked exception:
 `chaos`: them with its seeded mistakes), present only when the attempt's agent is
 one of those two. They are the harness's self-tests, no model is scored, and
 replaying the golden calls is what they exist for; any other agent's brief has
-`script` None (tests/unit/bench/dataset/test_task_brief.py searches the briefs for golden values).
+`script` None (tests/unit/bench/dataset/test_task_brief.py searches the briefs for golden values),
+but for `scripted`, whose `script` is the task's entry of the user's own script file
+(bench.rollout.agents.scripted), not golden data.
 """
 
 from __future__ import annotations
@@ -31,24 +33,30 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench.dataset import Benchmark, ScenarioTool, Task
 from bench.rollout.agents import BUILTIN_AGENTS
 from bench.rollout.agents.chaos import DEFAULT_RATE, chaos_plan
+from bench.rollout.agents.scripted import AgentScript
 from bench.rollout.prompts import agent_prompt, default_prompt, prompt_setup
 
-__all__ = ["REPLAYING_AGENTS", "GoldenScript", "TaskBrief", "task_brief"]
+__all__ = ["REPLAYING_AGENTS", "SCRIPTED_AGENT", "GoldenScript", "TaskBrief", "task_brief"]
 
-# The built-in agents that play the task's golden calls (the only briefs with a script).
+# The built-in agents that play the task's golden calls.
 REPLAYING_AGENTS = ("oracle", "chaos")
+# The agent that plays the calls of the run's --script file (not golden data).
+SCRIPTED_AGENT = "scripted"
 
 
 class GoldenScript(BaseModel):
-    """GOLDEN DATA: the calls a replaying built-in agent plays, derived from the task's
-    golden calls. Only `oracle` and `chaos` briefs carry one (see the module doc)."""
+    """GOLDEN DATA for `oracle` and `chaos`: the calls a replaying built-in agent plays,
+    derived from the task's golden calls. For `scripted`: the task's calls and final text
+    from the run's script file. Only those three agents' briefs carry one (see the module doc)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    agent: Literal["oracle", "chaos"]
+    agent: Literal["oracle", "chaos", "scripted"]
     calls: list[tuple[str, dict[str, Any] | str]] = Field(default_factory=list)  # PlannedCall
     # chaos: its rate and perturbations, for the trajectory's metadata
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The agent's closing text (scripted: the file's `final`); None: the replaying agents' own.
+    final: str | None = None
 
 
 class TaskBrief(BaseModel):
@@ -77,10 +85,13 @@ def _chaos_rate(arg: str) -> float:
         raise ValueError(f"chaos rate must be a number, got {arg!r}") from None
 
 
-def task_brief(bench: Benchmark, task: Task, agent: str, seed: int = 0) -> TaskBrief:
-    """`task`'s brief for `agent` (`oracle`, `noop`, `chaos[:rate]`, `llm[:prompt]` or a
-    prompt name of the dataset) in the attempt seeded `seed` (chaos draws its mistakes
-    from it). An unknown agent or prompt raises ValueError."""
+def task_brief(
+    bench: Benchmark, task: Task, agent: str, seed: int = 0, agent_script: AgentScript | None = None
+) -> TaskBrief:
+    """`task`'s brief for `agent` (`oracle`, `noop`, `chaos[:rate]`, `scripted`, `llm[:prompt]`
+    or a prompt name of the dataset) in the attempt seeded `seed` (chaos draws its mistakes
+    from it). `scripted` plays the task's entry of `agent_script` (required for it). An
+    unknown agent or prompt raises ValueError."""
     name, _, arg = agent.partition(":")
     prompt = None
     script = None
@@ -93,6 +104,12 @@ def task_brief(bench: Benchmark, task: Task, agent: str, seed: int = 0) -> TaskB
         script = GoldenScript(
             agent="chaos", calls=list(plan.calls), metadata={"rate": rate, "perturbations": perturbations}
         )
+    elif name == SCRIPTED_AGENT:
+        if agent_script is None:
+            raise ValueError(f"agent {SCRIPTED_AGENT!r} needs a script file (--script FILE)")
+        entry = agent_script.for_task(task.id, task.uid)
+        played: list[tuple[str, dict[str, Any] | str]] = [(c.tool, dict(c.arguments)) for c in entry.calls]
+        script = GoldenScript(agent="scripted", calls=played, final=entry.final)
     elif name not in BUILTIN_AGENTS:
         prompt = agent_prompt(bench, (arg or default_prompt(bench)) if name == "llm" else name)
     setup = prompt_setup(bench, task, prompt)

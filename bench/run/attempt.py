@@ -12,7 +12,8 @@ sandbox's seed rows and policy documents, the tool policy, the limits, and the
 task's `brief` (bench.rollout.brief: prompts, query, scenario tools, the
 simulated user's context). Nothing golden is in it: no golden end state, no
 rubric, no golden call, except the brief's marked `script` when the agent is
-one that replays the golden calls (oracle, chaos).
+one that replays the golden calls (oracle, chaos); `scripted`'s `script` is the
+task's entry of the run's script file.
 
 How an attempt is opened, driven and closed is `bench.run.lifecycle`
 (`open_attempt`, and `execute_attempt` = it + the agent loop). A system error
@@ -33,6 +34,7 @@ from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
 from bench.prepare import TaskPreparation, initial_state
+from bench.rollout.agents import AgentScript
 from bench.rollout.brief import TaskBrief, task_brief
 from bench.rollout.trajectory import Trajectory
 from bench.run.causes import fault_of
@@ -145,10 +147,12 @@ def attempt_spec(
     policy_search: PolicySearch = POLICY_SEARCH,
     harness: Sequence[str] = (),
     brief: bool = True,
+    agent_script: AgentScript | None = None,
 ) -> AttemptSpec:
     """The spec of (task, repeat) in a run: seed rows, documents and the brief resolved
     here, where the dataset is. `brief` False: the attempt is not driven by tbx's agent
-    loop (the OpenEnv episode's remote agent, which converses where the dataset is)."""
+    loop (the OpenEnv episode's remote agent, which converses where the dataset is).
+    `agent_script`: the run's script file, what the `scripted` agent plays."""
     init = bench.effective_init(task)
     return AttemptSpec(
         run_id=run_id,
@@ -167,7 +171,7 @@ def attempt_spec(
         tool_policy=task_tool_policy(bench, task),
         policy_search=policy_search,
         harness=list(harness),
-        brief=task_brief(bench, task, agent, seed=repeat) if brief else None,
+        brief=task_brief(bench, task, agent, seed=repeat, agent_script=agent_script) if brief else None,
     )
 
 

@@ -36,6 +36,7 @@ from bench.evaluator.functions import FunctionRunner
 from bench.llm.config import ModelsConfig
 from bench.llm.judge import LazyRubricJudge
 from bench.prepare import task_preparation
+from bench.rollout.agents import AgentScript
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, TryPhase, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
@@ -85,6 +86,9 @@ class RunOptions(BaseModel):
     # What each role's model server said of itself at start-up (bench.env.endpoint_probe):
     # the manifest's `model_servers`, outside the bundle.
     model_servers: dict[str, Any] = Field(default_factory=dict)
+    # The `scripted` agent's calls (--script FILE) and where they were read: manifest and bundle.
+    agent_script: AgentScript | None = None
+    agent_script_path: Path | None = None
 
 
 ProgressFn = Callable[[Any, Task, int, str], None]
@@ -202,6 +206,7 @@ class Coordinator:
             limits=Limits(runtime=self.opts.runtime),
             policy_search=self.opts.policy_search,
             harness=self.opts.harness,
+            agent_script=self.opts.agent_script,
         )
 
     def _preparation(self, task: Task) -> Preparer:
@@ -247,6 +252,7 @@ class Coordinator:
                 policy_search=self.opts.policy_search,
                 harness=self.opts.harness,
                 model_servers=self.opts.model_servers,
+                agent_script=self._script_entry(),
             )
 
         try:
@@ -262,6 +268,12 @@ class Coordinator:
             self.output.make_dirs()
             written = manifest()
         self.bundle_hash = written["bundle_hash"]
+
+    def _script_entry(self) -> dict[str, Any] | None:
+        script = self.opts.agent_script
+        if script is None:
+            return None
+        return script.manifest_entry(self.opts.agent_script_path or Path("<script>"))
 
     # ---- schedule
     async def run(self, tasks: list[Task]) -> dict[str, int]:

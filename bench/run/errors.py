@@ -12,6 +12,15 @@ from sandbox import NODE_FAULT, Fault
 class RunError(RuntimeError):
     """A run cannot start or go on; the message says what to do next."""
 
+    exit_code = 1
+
+
+class RunUsageError(RunError):
+    """What the command was given is wrong (a malformed file, options that do not fit
+    together), found before anything is written: fix the command line."""
+
+    exit_code = 2
+
 
 class OutputLocked(RunError):
     """Another process writes the output directory."""

@@ -199,6 +199,8 @@ def bundle_hash(manifest: dict[str, Any]) -> str:
         bundle["harness"] = list(manifest["harness"])
     if "rubric_judge" in manifest:  # absent in older manifests, whose hash stays what it was
         bundle["rubric_judge"] = manifest["rubric_judge"]
+    if manifest.get("agent_script"):  # the scripted agent's calls: their digest, not the file's path
+        bundle["agent_script"] = manifest["agent_script"]["sha256"]
     return hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
 
 
@@ -249,10 +251,13 @@ def write_manifest(
     policy_search: str = POLICY_SEARCH,
     harness: Sequence[str] = (),
     model_servers: dict[str, Any] | None = None,
+    agent_script: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write manifest.json (merged with a previous one when resuming; raises
     BundleChanged when the previous results belong to another bundle). `model_servers`:
-    what each role's server said of itself (`GET /models`), recorded outside the bundle."""
+    what each role's server said of itself (`GET /models`), recorded outside the bundle.
+    `agent_script`: the `scripted` agent's file (path, sha256, number of tasks), recorded
+    only when given."""
     manifest: dict[str, Any] = {
         "tbx_version": tbx_version(),
         "git_commit": source_commit(),
@@ -275,6 +280,8 @@ def write_manifest(
     }
     if model_servers:
         manifest["model_servers"] = model_servers
+    if agent_script is not None:
+        manifest["agent_script"] = dict(agent_script)
     manifest["bundle_hash"] = bundle_hash(manifest)
     merge_previous_manifest(out, manifest)
     with writing(out / "manifest.json"):
@@ -308,6 +315,8 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
         changed.append("harness")
     if manifest_rubric_style(previous) != manifest_rubric_style(manifest):
         changed.append("rubric_judge")
+    if _script_digest(previous) != _script_digest(manifest):
+        changed.append("agent_script")
     results = out / "results.jsonl"
     if changed and results.exists() and results.stat().st_size:
         raise BundleChanged(out, changed, previous)
@@ -317,6 +326,11 @@ def merge_previous_manifest(out: Path, manifest: dict[str, Any]) -> None:
     if previous.get("run_id"):
         earlier.append(previous["run_id"])
     manifest["previous_run_ids"] = earlier
+
+
+def _script_digest(manifest: dict[str, Any]) -> str | None:
+    entry = manifest.get("agent_script")
+    return entry.get("sha256") if isinstance(entry, dict) else None
 
 
 def _previous_manifest(out: Path) -> dict[str, Any] | None:
