@@ -15,8 +15,12 @@ if TYPE_CHECKING:
     from judge.canonical import (
         State,
         canonical_bytes,
+        canonical_source_hash,
         canonical_state,
         dump_canonical,
+        dump_dsn,
+        json_safe,
+        same_value,
         stable_rows,
         state_hash,
     )
@@ -28,7 +32,9 @@ if TYPE_CHECKING:
     )
     from judge.record_files import (
         atomic_write,
+        initial_state_of,
         read_attempt,
+        terminal_state_of,
         write_attempt,
         write_state,
     )
@@ -44,6 +50,8 @@ if TYPE_CHECKING:
         Verdict,
     )
     from judge.rubric import (
+        MAX_TOKENS,
+        Complete,
         JudgeReplyError,
         JudgeUnavailable,
         RubricJudge,
@@ -64,12 +72,14 @@ if TYPE_CHECKING:
 # TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
     "AttemptRecord": "judge.records",
+    "Complete": "judge.rubric",
     "Difference": "judge.records",
     "Effects": "judge.records",
     "GoldenState": "judge.records",
     "InitialStateMismatch": "judge.verdict",
     "JudgeReplyError": "judge.rubric",
     "JudgeUnavailable": "judge.rubric",
+    "MAX_TOKENS": "judge.rubric",
     "RowEffect": "judge.records",
     "RubricAnswer": "judge.records",
     "RubricJudge": "judge.rubric",
@@ -80,18 +90,24 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "judge.records",
     "atomic_write": "judge.record_files",
     "canonical_bytes": "judge.canonical",
+    "canonical_source_hash": "judge.canonical",
     "canonical_state": "judge.canonical",
     "compute_effects": "judge.effects",
     "decide": "judge.verdict",
-    "limit_verdict": "judge.verdict",
     "dump_canonical": "judge.canonical",
+    "dump_dsn": "judge.canonical",
     "failure_signature": "judge.signature",
     "golden_differences": "judge.effects",
+    "initial_state_of": "judge.record_files",
+    "json_safe": "judge.canonical",
+    "limit_verdict": "judge.verdict",
     "parse_judge_reply": "judge.rubric",
     "read_attempt": "judge.record_files",
+    "same_value": "judge.canonical",
     "stable_rows": "judge.canonical",
     "state_hash": "judge.canonical",
     "table_differences": "judge.effects",
+    "terminal_state_of": "judge.record_files",
     "unrecovered_errors": "judge.signature",
     "write_attempt": "judge.record_files",
     "write_state": "judge.record_files",

@@ -43,7 +43,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     from bench.run.regrade import RegradeSummary, format_summary, regrade
     from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
     from bench.terminal_text import printable
-    from judge.rubric import JudgeUnavailable
+    from judge import JudgeUnavailable
 
     results = Path(args.results)
     if not results.is_dir():

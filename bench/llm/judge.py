@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from bench.llm.client import LLMClient, ModelEndpointError
 from bench.llm.config import RoleConfig
-from judge.records import RubricAnswer
-from judge.rubric import MAX_TOKENS, Complete, JudgeUnavailable, RubricJudge
+from judge import MAX_TOKENS, Complete, JudgeUnavailable, RubricAnswer, RubricJudge
 
 
 def judge_completion(client: LLMClient) -> Complete:

@@ -46,9 +46,7 @@ from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
 from bench.run.recording import write_graded, write_retried_error, write_system_error
 from bench.run.retries import RetryPolicy
 from judge import AttemptRecord
-from sandbox import DockerProvider, Limits, SandboxProvider, new_id
-from sandbox.preparer import Preparer
-from sandbox.provider import Upcoming
+from sandbox import DockerProvider, Limits, Preparer, SandboxProvider, Upcoming, new_id
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from bench.defaults import RETRY_AFTER
 from bench.session_api.models import ApiError
 from bench.session_api.server_config import SessionServer
-from sandbox.admission import MIB, available_memory, cached_usage, measure_set, reserve_for
+from sandbox import MIB, available_memory, cached_usage, measure_set, reserve_for
 
 if TYPE_CHECKING:
     from bench.session_api.sessions import Session

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from judge.canonical import State, json_safe, same_value, state_hash
+from judge import State, json_safe, same_value, state_hash
 
 ROOT = "root"
 

@@ -51,18 +51,17 @@ from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.models import INVALID_INPUT, NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
-from judge.canonical import State, json_safe
-from judge.records import GoldenState
+from judge import GoldenState, State, json_safe
 from sandbox import (
+    RESERVED_PREFIX,
     CheckoutTimeout,
     ProxyServer,
     SandboxGoneError,
     SandboxProvider,
     ToolPolicy,
+    UpstreamPool,
     new_id,
 )
-from sandbox.proxy.relay import UpstreamPool
-from sandbox.proxy.routes import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -191,16 +191,103 @@ def _from_imports(package: str, of: str) -> list[tuple[str, str, list[str]]]:
     return out
 
 
-def test_bench_takes_sandbox_public_names_from_the_package() -> None:
-    # A public name has one address (`sandbox.__all__`): a submodule path is the
-    # package's inside, free to move.
-    public = set(importlib.import_module("sandbox").__all__)
+def packages_of(package: str) -> set[str]:
+    """`sandbox`, `sandbox.proxy`: the package and its sub-packages (the folders
+    with an `__init__.py`), the only addresses other parts may import from."""
+    return {".".join(init.parent.relative_to(REPO).parts) for init in (REPO / package).rglob("__init__.py")}
+
+
+def module_file_imports(root: Path, package: str) -> list[str]:
+    """Every import under `root` of one of `package`'s module files: `import
+    package.mod`, `from package.mod import x`, `from package.sub import mod`
+    (also inside functions and TYPE_CHECKING blocks)."""
+    packages = packages_of(package)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith(package + ".")]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] != package:
+                    continue
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                names = [n for n in names if n == node.module or n in packages or _is_module(n)]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno}: {n}" for n in names if n not in packages]
+    return found
+
+
+def _is_module(dotted: str) -> bool:
+    return (REPO / (dotted.replace(".", "/") + ".py")).is_file()
+
+
+# the parts that import sandbox / judge, not the package itself
+OUTSIDE = {
+    "sandbox": ("bench", "judge", "servers", "scripts"),
+    "judge": ("bench", "sandbox", "servers", "scripts"),
+}
+
+
+@pytest.mark.parametrize("package", ["sandbox", "judge"])
+def test_other_parts_import_only_the_package_surface(package: str) -> None:
+    # What other parts use is on the package's surface (`__init__`'s `_EXPORTS`,
+    # or a sub-package's `__init__`); the module files behind it are free to move.
     offenders = [
-        f"{path}: from {module} import {', '.join(sorted(set(names) & public))}"
-        for path, module, names in _from_imports("bench", "sandbox")
-        if set(names) & public
+        hit
+        for part in OUTSIDE[package]
+        if (REPO / part).is_dir()
+        for hit in module_file_imports(REPO / part, package)
     ]
     assert offenders == []
+
+
+def test_the_surface_check_sees_module_files(tmp_path: Path) -> None:
+    (tmp_path / "f.py").write_text(
+        "import sandbox.provider\n"
+        "from sandbox.proxy.relay import sendable\n"
+        "from sandbox.proxy import relay\n"
+        "def f():\n    from sandbox.admission import admit\n"
+        "from sandbox import DockerProvider\n"
+        "from sandbox.proxy import ProxyServer\n"
+    )
+    hits = [h.split(": ")[1] for h in module_file_imports(tmp_path, "sandbox")]
+    assert sorted(hits) == [
+        "sandbox.admission",
+        "sandbox.provider",
+        "sandbox.proxy.relay",
+        "sandbox.proxy.relay",
+    ]
+
+
+@pytest.mark.parametrize("package", ["sandbox", "judge"])
+def test_tests_and_benchmarks_take_public_names_from_the_package(package: str) -> None:
+    # Tests and benchmarks may reach a module file for what it alone holds (a
+    # probe, a monkeypatch target), never for a public name.
+    top = importlib.import_module(package)
+
+    def public(module: str, name: str) -> bool:
+        value = getattr(importlib.import_module(module), name, None)
+        return name in top.__all__ and value is getattr(top, name)
+
+    offenders = [
+        f"{path}: from {module} import {name}"
+        for root in ("tests", "benchmarks")
+        for path, module, names in _from_imports(root, package)
+        for name in names
+        if public(module, name)
+    ]
+    assert offenders == []
+
+
+def test_no_public_name_is_shadowed_by_a_submodule() -> None:
+    # `import sandbox.x` sets the package's attribute `x` to the module, hiding an
+    # exported `x` (hence sandbox.docker_api holds docker_client()).
+    for package in ("sandbox", "judge"):
+        for name in importlib.import_module(package).__all__:
+            assert not _is_module(f"{package}.{name}") and f"{package}.{name}" not in packages_of(package), (
+                name
+            )
 
 
 def _module_level_imports(path: Path, package: str) -> set[str]:

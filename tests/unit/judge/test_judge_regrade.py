@@ -20,9 +20,18 @@ from bench.cli.main import main
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
-from judge.canonical import State, canonical_state, state_hash
-from judge.record_files import read_attempt, write_attempt, write_state
-from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView
+from judge import (
+    AttemptRecord,
+    GoldenState,
+    RubricAnswer,
+    State,
+    ToolCallView,
+    canonical_state,
+    read_attempt,
+    state_hash,
+    write_attempt,
+    write_state,
+)
 from servers.registry import load_domain
 
 STATE_TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"

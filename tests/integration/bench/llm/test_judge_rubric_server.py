@@ -18,7 +18,8 @@ import pytest
 from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.llm.judge import rubric_judge
-from judge.rubric import SYSTEM_PROMPT, JudgeUnavailable, RubricJudge
+from judge import JudgeUnavailable, RubricJudge
+from judge.rubric import SYSTEM_PROMPT
 
 # The question text picks the script.
 SCRIPT = {

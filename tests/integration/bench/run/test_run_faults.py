@@ -26,9 +26,7 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox.provider import DockerProvider, SandboxLease
-from sandbox.sandbox import SandboxRequest
-from sandbox.sweeper import leftovers
+from sandbox import DockerProvider, SandboxLease, SandboxRequest, leftovers
 
 pytestmark = pytest.mark.docker
 

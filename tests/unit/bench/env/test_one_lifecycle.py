@@ -25,9 +25,8 @@ from bench.llm.config import parse_models_config
 from bench.run.attempt import attempt_spec
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
-from judge.records import GoldenState
-from sandbox import ProxyServer
-from sandbox.sandbox import SandboxRequest
+from judge import GoldenState
+from sandbox import ProxyServer, SandboxRequest
 
 # Nothing answers there: a state dump against it fails as a lost database would.
 DEAD_DSN = "host=127.0.0.1 port=9 dbname=nothing connect_timeout=2"

@@ -31,10 +31,8 @@ from bench.run.grading import grade
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from judge.canonical import state_hash
-from sandbox import ProxyServer
-from sandbox.errors import ContainerStartError
-from sandbox.sandbox import SandboxRequest
+from judge import state_hash
+from sandbox import ContainerStartError, ProxyServer, SandboxRequest
 
 
 def test_spec_is_data_and_carries_key_names_never_key_values(pack: Benchmark) -> None:

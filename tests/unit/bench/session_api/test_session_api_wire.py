@@ -20,7 +20,7 @@ from bench.session_api.models import ApiError, CallBody, CreateBody, GcBody, fai
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import check_tools, parse_entry
 from bench.session_api.sessions import QueueTimeout, Session, _json_output
-from judge.canonical import state_hash
+from judge import state_hash
 
 
 # ---- request validation ----------------------------------------------------------
