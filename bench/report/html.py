@@ -17,7 +17,6 @@ from html import escape
 
 from bench.report.build import Report
 from bench.report.metrics import RunMetrics
-from bench.report.provenance import unpinned_lines
 from bench.report.tables import (
     DASH,
     agent_text,
@@ -32,6 +31,7 @@ from bench.report.tables import (
     signature_rows,
     summary_rows,
     summary_title,
+    unpinned_lines,
     views_text,
 )
 from bench.report.views import CANONICAL, DIAGNOSTIC, view_label, view_title

@@ -218,7 +218,8 @@ class SessionTable:
             session.created = True
             session.touch()
             if self.admission is not None:
-                self.admission.created(session)
+                live = session.live
+                self.admission.created(session, live.lease.containers if live is not None else None)
             return result
         except BaseException as exc:
             self.sessions.pop(body.session_id, None)
