@@ -211,9 +211,11 @@ def classify(kill: dict[str, Any], errors: list[dict[str, Any]], log: str) -> No
     kill["outcome"] = "harmless"
 
 
-def cpu_hogs(n: int) -> list[subprocess.Popen[bytes]]:
-    """`n` CPU-bound processes (the caller kills them)."""
-    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+def cpu_hogs(n: int, bound: float) -> list[subprocess.Popen[bytes]]:
+    """`n` CPU-bound processes; the caller kills them, and each ends by itself after
+    `bound` s should the caller die first."""
+    spin = f"import time\nend = time.monotonic() + {bound}\nwhile time.monotonic() < end: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
 
 
 def main() -> int:
@@ -240,7 +242,7 @@ def main() -> int:
         args.golden_cache = Path(tempfile.mkdtemp(prefix="tbx-kill-chaos-golden-"))
     summaries = []
     for i in range(args.runs):
-        hogs = cpu_hogs(args.cpu_hogs)
+        hogs = cpu_hogs(args.cpu_hogs, bound=args.timeout + 300)
         try:
             summaries.append(one_run(args, seed=args.seed + i))
         finally:
