@@ -214,7 +214,9 @@ def module_file_imports(root: Path, package: str) -> list[str]:
                 names = [n for n in names if n == node.module or n in packages or _is_module(n)]
             else:
                 continue
-            found += [f"{path.relative_to(root)}:{node.lineno}: {n}" for n in names if n not in packages]
+            found += [
+                f"{path.relative_to(root.parent)}:{node.lineno}: {n}" for n in names if n not in packages
+            ]
     return found
 
 
