@@ -249,6 +249,8 @@ def main() -> int:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
+        if args.json is not None:  # after each run: a series cut short keeps what it measured
+            args.json.write_text(json.dumps(summaries if args.runs > 1 else summaries[0], indent=2))
     if args.runs > 1:
         print(
             f"\n{'run':>3} {'attempts':>8} {'kills':>5} {'sys err':>7} {'charged':>7} {'uncharged':>9} {'wall s':>7} load"
@@ -259,8 +261,6 @@ def main() -> int:
                 f"{s['retries_charged']:>7} {s['retries_uncharged']:>9} {s['wall_s']:>7} "
                 f"{s['load_before'][0]:.1f} -> {s['load_after'][0]:.1f}"
             )
-    if args.json is not None:
-        args.json.write_text(json.dumps(summaries if args.runs > 1 else summaries[0], indent=2))
     return 0 if all(s["ok"] for s in summaries) else 1
 
 
