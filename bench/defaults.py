@@ -26,6 +26,10 @@ WALL_CLOCK = TIMEOUTS.wall_clock
 CALL_TIMEOUT = TIMEOUTS.call  # the tool proxy's bound per tool call (`--call-timeout`)
 START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve --start-timeout`)
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer
+# Tries of a (task, repeat) again after a system error (bench.run.retries): those that reached
+# the agent's turns (`--max-retries`), those lost before them (`--max-setup-retries`).
+MAX_RETRIES = 2
+MAX_SETUP_RETRIES = 5
 # Sessions `tbx session-proxy` holds at once, live or being created (`--max-sessions`),
 # whatever memory admits: a bound on containers, networks and connections. Above the
 # RL trainer's batch (18 prompts x 8 rollouts = 144 creates at once).

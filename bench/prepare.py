@@ -17,10 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, PolicySearch
-from judge.canonical import State, dump_canonical
-from sandbox import SandboxRequest, SeedError
-from sandbox.preparer import TypesenseEndpoint
-from sandbox.tls import client_ssl_context
+from judge import State, dump_canonical
+from sandbox import SandboxRequest, SeedError, TypesenseEndpoint, client_ssl_context
 from servers.engine.seeding import DataPatchError, initial_rows, load_state
 from servers.registry import load_domain
 from servers.toolsets import knowledge

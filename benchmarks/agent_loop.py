@@ -43,11 +43,8 @@ from bench.replay.mcp_calls import replay_calls
 from bench.rollout.agent_loop import run_attempt_agent
 from bench.rollout.clients import mcp_client
 from bench.rollout.tools import mcp_tool_to_openai
-from judge.canonical import dump_dsn, state_hash
-from sandbox import list_all_tools
-from sandbox.labels import new_id
-from sandbox.sandbox import AttemptHandle, Sandbox
-from sandbox.sweeper import sweep
+from judge import dump_dsn, state_hash
+from sandbox import AttemptHandle, Sandbox, list_all_tools, new_id, sweep
 from servers.engine.seeding import copy_rows
 from servers.registry import load_domain
 

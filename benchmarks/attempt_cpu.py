@@ -417,7 +417,7 @@ def series(args: argparse.Namespace) -> dict[str, Any]:
 
     from bench.dataset import default_root, load_benchmark
     from bench.run import coordinator as runner_mod
-    from sandbox.sandbox import resolve_images
+    from sandbox import resolve_images
 
     # The stub's server thread by name, so its CPU is not counted as tbx's.
     start = stub_model.StubModel.start

@@ -34,11 +34,8 @@ from agent_loop import reseed  # type: ignore[import-not-found]
 from bench.dataset import default_root, load_benchmark
 from bench.prepare import sandbox_request
 from bench.rollout.agent_loop import run_attempt_agent
-from judge.canonical import dump_dsn, state_hash
-from sandbox.labels import new_id
-from sandbox.sandbox import Sandbox
-from sandbox.services import Limits
-from sandbox.sweeper import sweep
+from judge import dump_dsn, state_hash
+from sandbox import Limits, Sandbox, new_id, sweep
 
 
 def med(values: list[float]) -> float:

@@ -64,14 +64,21 @@ from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import replay_calls
 from bench.run import coordinator as runner_mod
 from bench.run.results import read_rows
+from sandbox import (
+    MIB,
+    Sandbox,
+    SandboxError,
+    SandboxPool,
+    SandboxRequest,
+    available_memory,
+    docker_client,
+    leftovers,
+    measure_set,
+    resolve_images,
+    runtime_volumes,
+    sweep,
+)
 from sandbox import labels as lbl
-from sandbox import runtime_volumes
-from sandbox.admission import MIB, available_memory, measure_set
-from sandbox.docker_client import docker_client
-from sandbox.errors import SandboxError
-from sandbox.pool import SandboxPool
-from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
-from sandbox.sweeper import leftovers, sweep
 
 TCK = os.sysconf("SC_CLK_TCK")
 CGROUP = Path("/sys/fs/cgroup")

@@ -25,7 +25,7 @@ import docker
 import docker.errors
 
 from sandbox import labels as lbl
-from sandbox.images import require_image
+from sandbox import require_image
 
 
 def until_done(call: Callable[[str], object], cid: str) -> None:

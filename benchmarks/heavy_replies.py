@@ -35,7 +35,7 @@ import server_probe as probe
 from trainer_clients import EnvClient, Tries
 from trainer_servers import demo_tasks, start_env_serve
 
-from sandbox.proxy.limits import MAX_ARGUMENT_BYTES
+from sandbox import MAX_ARGUMENT_BYTES
 
 UNDER_THE_CAP = MAX_ARGUMENT_BYTES - 1024
 PER_STEP = 20

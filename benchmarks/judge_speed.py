@@ -34,12 +34,8 @@ from bench.dataset import Benchmark, Task, default_root, load_benchmark
 from bench.prepare import initial_state, sandbox_request
 from bench.replay.mcp_calls import replay_calls
 from bench.run.golden import GoldenStore
-from judge.canonical import canonical_bytes, canonical_state, dump_canonical, dump_dsn
-from judge.records import ToolCallView
-from judge.verdict import decide
-from sandbox.labels import new_id
-from sandbox.sandbox import AsyncSandbox
-from sandbox.sweeper import sweep
+from judge import ToolCallView, canonical_bytes, canonical_state, decide, dump_canonical, dump_dsn
+from sandbox import AsyncSandbox, new_id, sweep
 from servers.registry import load_domain
 
 

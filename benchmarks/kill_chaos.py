@@ -24,6 +24,12 @@ before it was used. Outcomes:
 
     .venv/bin/python benchmarks/kill_chaos.py                      # the issue's scenario
     .venv/bin/python benchmarks/kill_chaos.py --kills 12 --kill-every 4 --json out.json
+    .venv/bin/python benchmarks/kill_chaos.py --runs 5 --cpu-hogs 2   # issue 43: beside CPU-bound processes
+
+`--cpu-hogs N` starts N CPU-bound processes (`while 1: pass`) before each run and
+kills them after it; `--runs N` repeats the run and prints one line per run (attempts,
+kills, system errors left, retried tries charged to --max-retries and those lost before
+the agent's first turn, which are not: bench.run.retries, wall, load).
 
 Exit status 0 when every (task, repeat) has its row, every row passed, no system error
 is left and nothing of the run is left on the daemon.
@@ -57,6 +63,7 @@ from stub_model import AGENT_MODEL, USER_MODEL, StubModel  # noqa: E402
 
 from bench.dataset import load_benchmark  # noqa: E402
 from bench.run.golden import GoldenStore  # noqa: E402
+from bench.run.retries import BEFORE_THE_AGENT  # noqa: E402
 from sandbox.cgroups import container_dirs  # noqa: E402
 from sandbox.cpu_weight import RUNNING_SHARES, shares_to_weight  # noqa: E402
 from sandbox.mcp_server import SERVER_PORT  # noqa: E402
@@ -204,6 +211,13 @@ def classify(kill: dict[str, Any], errors: list[dict[str, Any]], log: str) -> No
     kill["outcome"] = "harmless"
 
 
+def cpu_hogs(n: int, bound: float) -> list[subprocess.Popen[bytes]]:
+    """`n` CPU-bound processes; the caller kills them, and each ends by itself after
+    `bound` s should the caller die first."""
+    spin = f"import time\nend = time.monotonic() + {bound}\nwhile time.monotonic() < end: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attempts", type=int, default=24)
@@ -211,16 +225,46 @@ def main() -> int:
     ap.add_argument("--kill-every", type=float, default=6.0)
     ap.add_argument("--kills", type=int, default=6)
     ap.add_argument("--delay", type=float, default=0.5, help="seconds per stub completion")
-    ap.add_argument("--max-retries", type=int, default=2)
+    ap.add_argument("--max-retries", type=int, default=None, help="tbx run --max-retries (default: its own)")
+    ap.add_argument("--max-setup-retries", type=int, default=None, help="default: tbx run's own")
+    ap.add_argument("--cpu-hogs", type=int, default=0, help="CPU-bound processes beside each run")
+    ap.add_argument("--runs", type=int, default=1, help="runs in a row, one table line each")
     ap.add_argument("--warm", type=int, default=None, help="tbx run --warm (default: its own)")
     ap.add_argument("--seed", type=int, default=38, help="the kill thread's random choices")
     ap.add_argument("--golden-cache", type=Path, default=None, help="default: a new one, filled first")
     ap.add_argument("--fresh-golden", action="store_true", help="start the run with an empty golden cache")
     ap.add_argument("--out", type=Path, default=None, help="default: a temporary directory")
     ap.add_argument("--json", type=Path, default=None, help="write the summary here too")
-    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run, then it is killed")
     args = ap.parse_args()
 
+    if args.golden_cache is None and not args.fresh_golden:  # filled by the first run, kept for the others
+        args.golden_cache = Path(tempfile.mkdtemp(prefix="tbx-kill-chaos-golden-"))
+    summaries = []
+    for i in range(args.runs):
+        hogs = cpu_hogs(args.cpu_hogs, bound=args.timeout + 300)
+        try:
+            summaries.append(one_run(args, seed=args.seed + i))
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+        if args.json is not None:  # after each run: a series cut short keeps what it measured
+            args.json.write_text(json.dumps(summaries if args.runs > 1 else summaries[0], indent=2))
+    if args.runs > 1:
+        print(
+            f"\n{'run':>3} {'attempts':>8} {'kills':>5} {'sys err':>7} {'charged':>7} {'uncharged':>9} {'wall s':>7} load"
+        )
+        for i, s in enumerate(summaries, 1):
+            print(
+                f"{i:>3} {s['attempts']:>8} {len(s['kills']):>5} {s['system_error_rows']:>7} "
+                f"{s['retries_charged']:>7} {s['retries_uncharged']:>9} {s['wall_s']:>7} "
+                f"{s['load_before'][0]:.1f} -> {s['load_after'][0]:.1f}"
+            )
+    return 0 if all(s["ok"] for s in summaries) else 1
+
+
+def one_run(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     bench = load_benchmark(PACK, strict=False)
     tasks = [t.id for t in bench.tasks if t.domain == "retail"]
     repeats = math.ceil(args.attempts / len(tasks))
@@ -237,7 +281,11 @@ def main() -> int:
     (work / "models.json").write_text(json.dumps(config))
     cmd = [sys.executable, "-m", "bench.cli", "run", "--dataset", str(PACK), "--tasks", ",".join(tasks)]
     cmd += ["--agent", "llm", "--config", str(work / "models.json"), "--repeat", str(repeats)]
-    cmd += ["--concurrency", str(args.concurrency), "--max-retries", str(args.max_retries)]
+    cmd += ["--concurrency", str(args.concurrency)]
+    if args.max_retries is not None:
+        cmd += ["--max-retries", str(args.max_retries)]
+    if args.max_setup_retries is not None:
+        cmd += ["--max-setup-retries", str(args.max_setup_retries)]
     cmd += ["--skip-rubrics", "--plain", "--out", str(out), "--golden-cache", str(golden)]
     if args.warm is not None:
         cmd += ["--warm", str(args.warm)]
@@ -247,7 +295,7 @@ def main() -> int:
     t0 = time.monotonic()
     with stderr_path.open("w") as err:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
-        killer = Killer(proc.pid, args.kill_every, args.kills, args.seed)
+        killer = Killer(proc.pid, args.kill_every, args.kills, seed)
         killer.start()
         try:
             code = proc.wait(timeout=args.timeout)
@@ -284,6 +332,10 @@ def main() -> int:
         "retried_tries": sum(int(r.get("retries", 0)) for r in rows),
         "error_lines": len(errors),
         "errors_by_phase": dict(Counter(str(e.get("phase")) for e in errors)),
+        # retried tries by the budget they were charged to (bench.run.retries)
+        "retries_charged": sum(e["retried"] and e.get("phase") not in BEFORE_THE_AGENT for e in errors),
+        "retries_uncharged": sum(e["retried"] and e.get("phase") in BEFORE_THE_AGENT for e in errors),
+        "cpu_hogs": args.cpu_hogs,
         "kills": killer.killed,
         "leftovers": [c.name for c in left] + [n.name for n in left_nets],
         "out": str(out),
@@ -303,20 +355,19 @@ def main() -> int:
             print(f"  {phase:<14} {dict(by_phase[phase])}")
     print(
         f"\nrows {summary['rows']}/{summary['attempts']}, passed {summary['passed']}, "
-        f"system errors left {summary['system_error_rows']}, tries retried {summary['retried_tries']}, "
+        f"system errors left {summary['system_error_rows']}, tries retried {summary['retried_tries']} "
+        f"(charged {summary['retries_charged']}, before the agent {summary['retries_uncharged']}), "
         f"errors.jsonl by phase {summary['errors_by_phase']}, leftovers {len(summary['leftovers'])}, "
         f"exit {code}, {wall:.0f} s, load {load_before[0]:.1f} -> {load_after[0]:.1f} on {os.cpu_count()} cores"
     )
     print(f"output: {out} (stderr: {stderr_path})")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2))
-    ok = (
+    summary["ok"] = (
         summary["rows"] == summary["attempts"]
         and summary["passed"] == summary["attempts"]
         and not summary["system_error_rows"]
         and not summary["leftovers"]
     )
-    return 0 if ok else 1
+    return summary
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import httpx
 from bench.dataset import default_root, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
-from sandbox.sweeper import leftovers
+from sandbox import leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = Path(__file__).with_name("openenv_load_agent.py")

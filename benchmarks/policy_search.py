@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from policy_quality import load_queries, scenario_sources  # noqa: E402
 
 from bench.dataset import load_benchmark  # noqa: E402
-from sandbox.images import require_image  # noqa: E402
+from sandbox import require_image  # noqa: E402
 from servers.toolsets import knowledge  # noqa: E402
 from servers.toolsets.knowledge import E5, document_vectors, index_sources, search_policy, snippet_texts  # noqa: E402
 

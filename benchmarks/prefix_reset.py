@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from openenv_load import closing_user_config, free_port, pct, pool_ahead, ready_body
 
 from bench.dataset import default_root, load_benchmark
-from sandbox.sweeper import leftovers
+from sandbox import leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "sandbox_external_retail_group1.py:test_case_ST009_004"  # ten golden calls

@@ -50,16 +50,16 @@ from bench.dataset import default_root, load_benchmark  # noqa: E402
 from bench.prepare import initial_state, sandbox_request  # noqa: E402
 from bench.run.attempt import task_tool_policy  # noqa: E402
 from sandbox import (  # noqa: E402
+    AdminClient,
     AsyncSandbox,
     ProxyServer,
     Registration,
+    Sandbox,
     proxy_client,
     register_request,
+    sweep,
     upstream_client,
 )
-from sandbox.proxy.admin import AdminClient  # noqa: E402
-from sandbox.sandbox import Sandbox  # noqa: E402
-from sandbox.sweeper import sweep  # noqa: E402
 
 TASK = "sandbox_external_retail_group1.py:test_case_ST002_001"
 ORDERS = "external_retail_toolset_oms_models_orders"

@@ -37,8 +37,7 @@ from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.executor import LocalExecutor
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox import DockerProvider
-from sandbox.docker_client import docker_client
+from sandbox import DockerProvider, docker_client
 from sandbox.labels import NODE, RUN
 
 REPO = Path(__file__).resolve().parents[1]

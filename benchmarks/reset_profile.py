@@ -35,8 +35,8 @@ from bench.env.episode import Episode
 from bench.env.host import EnvHost, EnvOptions
 from bench.llm.config import parse_models_config
 from bench.run.coordinator import Coordinator, RunOptions
+from sandbox import leftovers
 from sandbox.proxy import registry
-from sandbox.sweeper import leftovers
 
 DOCKER_CHECKS = [0]
 

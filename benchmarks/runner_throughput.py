@@ -29,7 +29,7 @@ from typing import Any
 from bench.dataset import default_root, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
-from sandbox.sweeper import leftovers
+from sandbox import leftovers
 
 PHASES = ("sandbox_start", "initial_dump", "agent", "final_dump", "teardown", "judge")
 

@@ -45,12 +45,9 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 from bench.dataset import default_root, load_benchmark
 from bench.prepare import sandbox_request
+from sandbox import Sandbox, SandboxError, SandboxRequest, docker_client, leftovers, resolve_images, sweep
 from sandbox import labels as lbl
-from sandbox.docker_client import docker_client
-from sandbox.errors import SandboxError
 from sandbox.images import BASE_TAG
-from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
-from sandbox.sweeper import leftovers, sweep
 
 PHASES = (
     "containers_started",
@@ -134,7 +131,7 @@ def pooled_series(
     `ready` is acquire() (wait for a booted sandbox + seed + index)."""
     import asyncio
 
-    from sandbox.pool import SandboxPool
+    from sandbox import SandboxPool
 
     async def go() -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -50,7 +50,7 @@ from stub_model import AGENT_MODEL, USER_MODEL, USER_STOP, _completion
 
 from bench.rollout.agents import DONE_TAG
 from bench.run.results import read_rows
-from sandbox.proxy.limits import MAX_ARGUMENT_BYTES
+from sandbox import MAX_ARGUMENT_BYTES
 
 TASK = "demo_retail.py:test_ret_expedite_headphones"
 PER_TURN = 15

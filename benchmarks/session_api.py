@@ -48,8 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.dataset import default_root, load_benchmark  # noqa: E402
 from bench.prepare import sandbox_request  # noqa: E402
-from sandbox import upstream_client  # noqa: E402
-from sandbox.sandbox import Sandbox  # noqa: E402
+from sandbox import Sandbox, upstream_client  # noqa: E402
 
 SERVERS = (
     "sandbox_external_retail",

@@ -45,12 +45,10 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.evaluator.context import native_effects, test_context
 from bench.prepare import initial_state
 from bench.run.grading import judged
-from judge import GoldenState, RubricAnswer
-from judge.canonical import canonical_state, state_hash
+from judge import GoldenState, RubricAnswer, canonical_state, state_hash
 from sandbox import labels as lbl
-from sandbox import require_image
+from sandbox import require_image, sweep
 from sandbox.evaluator import EvaluatorPool, run_test_function
-from sandbox.sweeper import sweep
 from servers.registry import load_domain
 
 REPO = Path(__file__).resolve().parents[1]

@@ -43,9 +43,16 @@ from typing import Any
 
 from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.run.results import ResultRow, RoleUsage
-from judge.canonical import canonical_bytes
-from judge.record_files import write_attempt
-from judge.records import AttemptRecord, Difference, Effects, RowEffect, TableEffects, Verdict
+from judge import (
+    AttemptRecord,
+    Difference,
+    Effects,
+    RowEffect,
+    TableEffects,
+    Verdict,
+    canonical_bytes,
+    write_attempt,
+)
 from servers.registry import load_domain
 
 DOMAINS = ("retail", "auto_insurance", "consulting", "travel", "neobank")

@@ -12,11 +12,20 @@ from typing import TYPE_CHECKING
 from lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from judge.bench_effects import (
+        YESNO_SERVERS,
+        effects_object,
+        state_diff,
+    )
     from judge.canonical import (
         State,
         canonical_bytes,
+        canonical_source_hash,
         canonical_state,
         dump_canonical,
+        dump_dsn,
+        json_safe,
+        same_value,
         stable_rows,
         state_hash,
     )
@@ -28,7 +37,9 @@ if TYPE_CHECKING:
     )
     from judge.record_files import (
         atomic_write,
+        initial_state_of,
         read_attempt,
+        terminal_state_of,
         write_attempt,
         write_state,
     )
@@ -44,14 +55,30 @@ if TYPE_CHECKING:
         Verdict,
     )
     from judge.rubric import (
+        MAX_TOKENS,
+        Complete,
+        Completion,
         JudgeReplyError,
         JudgeUnavailable,
         RubricJudge,
         parse_judge_reply,
     )
+    from judge.rubric_style import (
+        DEFAULT_RUBRIC_STYLE,
+        RUBRIC_STYLES,
+        UNRECORDED_RUBRIC_STYLE,
+        RubricStyle,
+        recorded_rubric_style,
+    )
     from judge.signature import (
         failure_signature,
         unrecovered_errors,
+    )
+    from judge.test_function import (
+        ErrorCause,
+        JudgeCall,
+        Limit,
+        TestFunctionResult,
     )
     from judge.verdict import (
         InitialStateMismatch,
@@ -63,13 +90,28 @@ if TYPE_CHECKING:
 # (and its light submodules) stays cheap for the command line. The
 # TYPE_CHECKING block above names the same (tests/unit/test_import_rules.py).
 _EXPORTS: dict[str, str] = {
+    "Completion": "judge.rubric",
+    "DEFAULT_RUBRIC_STYLE": "judge.rubric_style",
+    "RUBRIC_STYLES": "judge.rubric_style",
+    "UNRECORDED_RUBRIC_STYLE": "judge.rubric_style",
+    "RubricStyle": "judge.rubric_style",
+    "recorded_rubric_style": "judge.rubric_style",
+    "YESNO_SERVERS": "judge.bench_effects",
+    "effects_object": "judge.bench_effects",
+    "state_diff": "judge.bench_effects",
+    "ErrorCause": "judge.test_function",
+    "JudgeCall": "judge.test_function",
+    "Limit": "judge.test_function",
+    "TestFunctionResult": "judge.test_function",
     "AttemptRecord": "judge.records",
+    "Complete": "judge.rubric",
     "Difference": "judge.records",
     "Effects": "judge.records",
     "GoldenState": "judge.records",
     "InitialStateMismatch": "judge.verdict",
     "JudgeReplyError": "judge.rubric",
     "JudgeUnavailable": "judge.rubric",
+    "MAX_TOKENS": "judge.rubric",
     "RowEffect": "judge.records",
     "RubricAnswer": "judge.records",
     "RubricJudge": "judge.rubric",
@@ -80,18 +122,24 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "judge.records",
     "atomic_write": "judge.record_files",
     "canonical_bytes": "judge.canonical",
+    "canonical_source_hash": "judge.canonical",
     "canonical_state": "judge.canonical",
     "compute_effects": "judge.effects",
     "decide": "judge.verdict",
-    "limit_verdict": "judge.verdict",
     "dump_canonical": "judge.canonical",
+    "dump_dsn": "judge.canonical",
     "failure_signature": "judge.signature",
     "golden_differences": "judge.effects",
+    "initial_state_of": "judge.record_files",
+    "json_safe": "judge.canonical",
+    "limit_verdict": "judge.verdict",
     "parse_judge_reply": "judge.rubric",
     "read_attempt": "judge.record_files",
+    "same_value": "judge.canonical",
     "stable_rows": "judge.canonical",
     "state_hash": "judge.canonical",
     "table_differences": "judge.effects",
+    "terminal_state_of": "judge.record_files",
     "unrecovered_errors": "judge.signature",
     "write_attempt": "judge.record_files",
     "write_state": "judge.record_files",

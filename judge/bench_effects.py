@@ -34,7 +34,7 @@ def _child(path: str, key: str) -> str:
     return key if path == ROOT else f"{path}.{key}"
 
 
-def diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
+def state_diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
     """The reference's deep diff of `result` against `golden` (both stable states)."""
     if result is None and golden is None:
         return []
@@ -68,7 +68,7 @@ def diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
             elif key not in golden:
                 out.append({"path": child, "type": "present in result (missing in golden)"})
             else:
-                out.extend(diff(result[key], golden[key], child))
+                out.extend(state_diff(result[key], golden[key], child))
         return out
     if isinstance(result, list):
         if len(result) != len(golden):
@@ -82,7 +82,7 @@ def diff(result: Any, golden: Any, path: str = ROOT) -> list[dict[str, Any]]:
             elif i >= len(golden):
                 out.append({"path": child, "type": "present in result (missing in golden)"})
             else:
-                out.extend(diff(result[i], golden[i], child))
+                out.extend(state_diff(result[i], golden[i], child))
         return out
     if not same_value(result, golden):
         out.append({"path": path, "type": "value mismatch", "result": result, "golden": golden})
@@ -109,7 +109,7 @@ def effects_object(
         "result_db_hash": None if result is None else state_hash(result),
         "golden_db_state": json_safe(golden),
         "golden_db_hash": state_hash(golden),
-        "diff": json_safe(diff(result, golden)),
+        "diff": json_safe(state_diff(result, golden)),
         "rubrics": rubrics,
     }
     if rubrics_yesno is not None:

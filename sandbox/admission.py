@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from sandbox.cache import cache_dir
 from sandbox.cgroups import container_dirs
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 from sandbox.errors import SandboxError
 
 MIB = 2**20

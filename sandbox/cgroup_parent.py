@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sandbox.cgroups import ROOT, TBX_PARENT
 from sandbox.cpu_weight import shares_to_weight
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 from sandbox.errors import SandboxError
 
 __all__ = ["PARENT_SHARES", "SHARES_ENV", "attempt_parent", "parent_shares"]

@@ -27,7 +27,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 from sandbox.faults import Fate
 from sandbox.oom import OomCause, oom_cause
 from sandbox.start_deadline import container_running

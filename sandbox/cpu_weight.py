@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import docker.errors
 
 from sandbox.cgroups import container_dirs
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 
 __all__ = ["BOOT_SHARES", "RUNNING_SHARES", "raise_to_running", "shares_to_weight"]
 

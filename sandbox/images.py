@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 import docker.errors
 
 from sandbox.cache import cache_dir
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 from sandbox.errors import ImageMissingError, SandboxError
 
 # Where the inputs are. tbx's packages sit side by side in a checkout's root and in

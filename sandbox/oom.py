@@ -43,7 +43,7 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.cgroups import container_dirs
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 
 __all__ = [
     "OOM_GRACE",

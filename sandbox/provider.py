@@ -234,7 +234,7 @@ def ping_daemon() -> None:
 
 def image_digests(images: dict[str, str]) -> dict[str, str]:
     """Image name -> the local image's immutable id (blocking: a Docker call per image)."""
-    from sandbox.docker_client import docker_client
+    from sandbox.docker_api import docker_client
 
     return {name: docker_client().images.get(tag).id for name, tag in images.items()}
 

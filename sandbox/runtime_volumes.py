@@ -37,7 +37,7 @@ from docker.types import Mount
 
 from sandbox import labels as lbl
 from sandbox.cache import cache_dir
-from sandbox.docker_client import docker_client, remove_container
+from sandbox.docker_api import docker_client, remove_container
 from sandbox.errors import SandboxError
 
 PATHS_LABEL = "tbx.runtime-paths"  # on an image: the trees its services only read

@@ -36,7 +36,7 @@ from testcontainers.core.network import Network
 from sandbox import labels as lbl
 from sandbox import runtime_volumes
 from sandbox.cpu_weight import raise_to_running
-from sandbox.docker_client import docker_client, remove_container, remove_network
+from sandbox.docker_api import docker_client, remove_container, remove_network
 from sandbox.errors import (
     ContainerStartError,
     ImageMissingError,

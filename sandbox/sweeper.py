@@ -21,7 +21,7 @@ from typing import Any
 import docker.errors
 
 from sandbox import labels
-from sandbox.docker_client import docker_client, remove_container, remove_network
+from sandbox.docker_api import docker_client, remove_container, remove_network
 
 log = logging.getLogger(__name__)
 

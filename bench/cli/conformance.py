@@ -35,8 +35,7 @@ def conformance_command(args: argparse.Namespace) -> int:
     from bench.cli.datasets import benchmark_for
     from bench.dataset import default_root
     from bench.replay.conformance import run_conformance
-    from sandbox import sweep
-    from sandbox.labels import ORPHAN_TTL
+    from sandbox import ORPHAN_TTL, sweep
     from servers.registry import domain_names
 
     dataset = Path(args.dataset) if args.dataset else default_root()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sandbox.labels import ORPHAN_TTL
+from sandbox import ORPHAN_TTL
 
 
 def register(sub: Any) -> None:
@@ -35,8 +35,7 @@ def register(sub: Any) -> None:
 
 
 def gc_command(args: argparse.Namespace) -> int:
-    from sandbox import sweep
-    from sandbox.runtime_volumes import sweep_stale
+    from sandbox import sweep, sweep_stale
 
     if args.all:
         result = sweep(everything=True)
@@ -58,9 +57,7 @@ def prune_cache() -> dict[str, list[str]]:
     """What the host cache holds for no live process or existing image, removed:
     what kind -> the names removed."""
     from bench.run.golden import prune_golden
-    from sandbox.docker_client import docker_client
-    from sandbox.images import prune_in_use_records
-    from sandbox.runtime_volumes import prune_locks
+    from sandbox import docker_client, prune_in_use_records, prune_locks
 
     images = {img.id for img in docker_client().images.list(all=True)}
     return {

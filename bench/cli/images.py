@@ -18,9 +18,7 @@ def register(sub: Any) -> None:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    from sandbox import build_image
-    from sandbox.images import IMAGES, prune_stale
-    from sandbox.runtime_volumes import sweep_stale
+    from sandbox import IMAGES, build_image, prune_stale, sweep_stale
 
     for name in args.names or list(IMAGES):
         if name not in IMAGES:

@@ -12,7 +12,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from judge.rubric_style import RUBRIC_STYLES
+    from judge import RUBRIC_STYLES
 
     judge = sub.add_parser("judge", help="judge recorded attempts")
     judge_sub = judge.add_subparsers(dest="judge_command", required=True)
@@ -54,7 +54,7 @@ def regrade_command(args: argparse.Namespace) -> int:
     from bench.run.regrade import RegradeSummary, format_summary, regrade
     from bench.run.run_dataset import DatasetNotFound, run_benchmark, run_task_ids
     from bench.terminal_text import printable
-    from judge.rubric import JudgeUnavailable
+    from judge import JudgeUnavailable
     from sandbox import new_id
 
     results = Path(args.results)

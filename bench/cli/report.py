@@ -26,7 +26,6 @@ def report_command(args: argparse.Namespace) -> int:
     from bench.llm.config import ModelsConfigError, Price, load_models_config
     from bench.report.build import build_report, report_json
     from bench.report.markdown import markdown_table
-    from bench.report.provenance import unpinned_lines
     from bench.report.tables import (
         SUMMARY_ALIGN,
         diagnostic_rows,
@@ -37,6 +36,7 @@ def report_command(args: argparse.Namespace) -> int:
         spend_text,
         summary_rows,
         summary_title,
+        unpinned_lines,
     )
     from bench.report.views import DIAGNOSTIC, view_label
     from bench.report.write import write_report

@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.defaults import DAEMON_WAIT, POLICY_SEARCH, POLICY_SEARCHES, WALL_CLOCK
+from bench.defaults import (
+    DAEMON_WAIT,
+    MAX_RETRIES,
+    MAX_SETUP_RETRIES,
+    POLICY_SEARCH,
+    POLICY_SEARCHES,
+    WALL_CLOCK,
+)
 from bench.run.causes import causes_text
 from bench.run.errors import RunError, RunUsageError
 from bench.terminal_text import printable
@@ -51,8 +58,16 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--max-retries",
         type=int,
-        default=2,
-        help="times a (task, repeat) ending in a system error is tried again in the run (default 2; 0 = never)",
+        default=MAX_RETRIES,
+        help="times a (task, repeat) whose try failed with a system error after the agent's first turn "
+        "is tried again in the run (default %(default)s; 0 = never)",
+    )
+    run.add_argument(
+        "--max-setup-retries",
+        type=int,
+        default=MAX_SETUP_RETRIES,
+        help="times a try lost before the agent's first turn (its sandbox's boot or checkout, the "
+        "golden replay) is tried again, apart from --max-retries (default %(default)s; 0 = never)",
     )
     run.add_argument(
         "--daemon-wait",
@@ -260,7 +275,7 @@ def run_command(args: argparse.Namespace) -> int:
         wall_clock=args.wall_clock,
         runtime=args.runtime,
         retry_errors=args.retry_errors,
-        retries=RetryPolicy(max_retries=args.max_retries),
+        retries=RetryPolicy(max_retries=args.max_retries, max_setup_retries=args.max_setup_retries),
         daemon_wait=args.daemon_wait,
         golden_cache=Path(args.golden_cache) if args.golden_cache else None,
         run_name=args.name,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.cli.signals import run_async, stop_signals_as_interrupt
-from sandbox.labels import ORPHAN_TTL
+from sandbox import ORPHAN_TTL
 
 if TYPE_CHECKING:  # the heavy imports wait for the command to run (`tbx --help` stays quick)
     from bench.run.revive import RevivalPlan, Revived

@@ -71,9 +71,8 @@ from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.prefix import PrefixCall, fork_calls, replay_prefix, replayed_results
 from bench.run.recording import error_message, write_graded, write_system_error
-from judge.records import AttemptRecord
-from sandbox import CheckoutTimeout, ProxyCall, SandboxGoneError, new_id, proxy_client
-from sandbox.proxy.models import ResourceLimitHit
+from judge import AttemptRecord
+from sandbox import CheckoutTimeout, ProxyCall, ResourceLimitHit, SandboxGoneError, new_id, proxy_client
 
 
 class _Close:

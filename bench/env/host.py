@@ -45,10 +45,11 @@ from sandbox import (
     SandboxError,
     SandboxPool,
     SandboxRequest,
+    Upcoming,
+    image_digests,
     new_id,
     sweep,
 )
-from sandbox.provider import Upcoming, image_digests
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import httpx
 from bench.env.endpoint_probe import ProbeCache
 from bench.env.host import EnvHost
 from bench.llm.config import RoleConfig
-from sandbox.docker_client import docker_client
+from sandbox import docker_client
 
 CACHE_SECONDS = 1.5
 CHECK_TIMEOUT = 5.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from judge.records import Verdict
+from judge import Verdict
 
 
 def verdict_metadata(verdict: Verdict) -> dict[str, Any]:

@@ -16,8 +16,7 @@ from typing import Any
 
 from bench.dataset import Benchmark, Task
 from bench.rollout.trajectory import Message, Trajectory
-from judge import GoldenState, State, ToolCallView
-from judge.bench_effects import YESNO_SERVERS, effects_object
+from judge import YESNO_SERVERS, GoldenState, State, ToolCallView, effects_object
 
 DONE = "<DONE>"
 

@@ -15,12 +15,9 @@ from typing import Any
 from bench.dataset import Task
 from bench.evaluator.relay import JudgeRelay
 from bench.llm.config import RoleConfig
-from judge import Verdict
-from judge.test_function import TestFunctionResult
-from sandbox import Fault, new_id, require_image
-from sandbox.evaluator import EvaluatorLimits, EvaluatorPool, run_test_function
-from sandbox.evaluator.container import IMAGE, NO_JUDGE
-from sandbox.labels import labels_for
+from judge import TestFunctionResult, Verdict
+from sandbox import Fault, labels_for, new_id, require_image
+from sandbox.evaluator import EVALUATOR_IMAGE, NO_JUDGE, EvaluatorLimits, EvaluatorPool, run_test_function
 
 TEST_FAULT = Fault("test function", retryable=False)
 JUDGE_FAULT = Fault("judge")
@@ -68,7 +65,7 @@ class FunctionRunner:
     def image(self) -> str:
         """The evaluator image's tag (ImageMissingError, a clear error, when it is not built)."""
         if self._image is None:
-            self._image = require_image(IMAGE)
+            self._image = require_image(EVALUATOR_IMAGE)
         return self._image
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
-from judge.rubric import MAX_TOKENS
+from judge import MAX_TOKENS
 
 
 class JudgeRelay:

@@ -50,7 +50,7 @@ from pydantic import (
     model_validator,
 )
 
-from judge.rubric_style import DEFAULT_RUBRIC_STYLE, RubricStyle
+from judge import DEFAULT_RUBRIC_STYLE, RubricStyle
 
 Role = Literal["agent", "user", "judge"]
 ROLES: tuple[Role, ...] = ("agent", "user", "judge")

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from bench.llm.client import LLMClient, ModelEndpointError
 from bench.llm.config import RoleConfig, rubric_style
-from judge.records import RubricAnswer
-from judge.rubric import MAX_TOKENS, Complete, Completion, JudgeUnavailable, RubricJudge
-from judge.rubric_style import RubricStyle
+from judge import MAX_TOKENS, Complete, Completion, JudgeUnavailable, RubricAnswer, RubricJudge, RubricStyle
 
 
 def judge_completion(client: LLMClient) -> Complete:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.replay.sandboxed import ReplayOutcome, replay_task
-from judge.canonical import State, state_hash
+from judge import State, state_hash
 from sandbox import DockerProvider, SandboxProvider, new_id, resolve_images, sweep
 from servers.registry import domain_names, server_to_domain
 

@@ -27,7 +27,7 @@ import psycopg
 from psycopg import sql
 
 from bench.dataset import Benchmark, DatasetError, load_benchmark
-from judge.canonical import State, dump_canonical, state_hash
+from judge import State, dump_canonical, state_hash
 from servers.engine.schema import TableSpec
 from servers.engine.seeding import copy_rows, create_schema, initial_rows
 from servers.engine.store import TOOL_ROLE, Store

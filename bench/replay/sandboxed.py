@@ -19,17 +19,18 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark, Task
 from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import CallRecord, replay_calls
-from judge.canonical import State, dump_dsn
+from judge import State, dump_dsn
 from sandbox import (
+    LOSS_GRACE,
     DockerProvider,
     Limits,
     SandboxGoneError,
     SandboxLease,
     SandboxProvider,
     SandboxRequest,
+    lost_after,
     open_sandbox,
 )
-from sandbox.checkout import LOSS_GRACE, lost_after
 
 __all__ = ["ReplayOutcome", "replay_in_sandbox", "replay_task"]
 

@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, computed_field
 from bench.report.metrics import TaskTally, metrics_for_run, pass_hat_k, tally
 from bench.report.views import CANONICAL, ScoreView, view_label
 from bench.run.results import ResultRow, ResultsError, RunDir, load_run
-from judge.rubric_style import UNRECORDED_RUBRIC_STYLE, RubricStyle
+from judge import UNRECORDED_RUBRIC_STYLE, RubricStyle
 
 DEFAULT_SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000

@@ -7,7 +7,6 @@ import html
 from collections.abc import Sequence
 
 from bench.report.build import Report
-from bench.report.provenance import unpinned_lines
 from bench.report.tables import (
     DASH,
     SUMMARY_ALIGN,
@@ -24,6 +23,7 @@ from bench.report.tables import (
     spend_rows,
     summary_rows,
     summary_title,
+    unpinned_lines,
     views_text,
 )
 from bench.report.views import DIAGNOSTIC, view_label, view_title

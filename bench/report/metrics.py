@@ -38,7 +38,7 @@ from bench.report.provenance import DataProvenance, recorded_provenance
 from bench.report.views import CANONICAL, DIAGNOSTIC, ScoreView
 from bench.run.causes import count_causes
 from bench.run.results import ResultRow, RunDir
-from judge.rubric_style import UNRECORDED_RUBRIC_STYLE, RubricStyle, recorded_rubric_style
+from judge import UNRECORDED_RUBRIC_STYLE, RubricStyle, recorded_rubric_style
 
 K_VALUES: tuple[int, ...] = (1, 5, 10, 20)
 Z95 = 1.959963984540054  # two-sided 95% normal quantile

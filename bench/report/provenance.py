@@ -6,13 +6,10 @@ on a run's record of where its data came from."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
-
-if TYPE_CHECKING:
-    from bench.report.metrics import RunMetrics
 
 
 class DataProvenance(BaseModel):
@@ -30,11 +27,3 @@ def recorded_provenance(manifest: Mapping[str, Any]) -> DataProvenance | None:
         return value if isinstance(value, str) and value else None
 
     return DataProvenance(git=text("git"), note=text("note"))
-
-
-def unpinned_lines(runs: Sequence[RunMetrics]) -> list[str]:
-    """One line per run whose data was not at its release's pin (report.md, report.html
-    and the terminal print them under the summary table); unescaped."""
-    return [
-        f"{r.run}: {r.data_provenance.note}" for r in runs if r.data_provenance and r.data_provenance.note
-    ]

@@ -317,3 +317,11 @@ def frontier_text(report: Report) -> str:
     if report.pareto_frontier:
         return "On the frontier (cheapest first): " + ", ".join(report.pareto_frontier) + "."
     return "No run has a known cost per success, so there is no frontier."
+
+
+def unpinned_lines(runs: Sequence[RunMetrics]) -> list[str]:
+    """One line per run whose data was not at its release's pin (report.md, report.html
+    and the terminal print them under the summary table); unescaped."""
+    return [
+        f"{r.run}: {r.data_provenance.note}" for r in runs if r.data_provenance and r.data_provenance.note
+    ]

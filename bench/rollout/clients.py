@@ -12,8 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.llm.client import LLMClient
 from bench.llm.config import ModelsConfig
-from sandbox import MCP_HTTP_TIMEOUT
-from sandbox.tls import client_ssl_context
+from sandbox import MCP_HTTP_TIMEOUT, client_ssl_context
 
 __all__ = ["AgentClients", "mcp_client"]
 

@@ -38,8 +38,7 @@ from bench.rollout.trajectory import (
     UserTurn,
 )
 from bench.rollout.user_sim import UserPolicy
-from sandbox import recorded_argument_text
-from sandbox.proxy.relay import sendable
+from sandbox import recorded_argument_text, sendable
 
 __all__ = [
     "DEFAULT_MAX_AGENT_TURNS",

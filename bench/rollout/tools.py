@@ -15,8 +15,7 @@ from typing import Any
 import mcp_types
 
 from bench.dataset import ScenarioTool
-from sandbox import MAX_ARGUMENT_BYTES, over_the_cap
-from sandbox.proxy.relay import UNICODE_PROBLEM, sendable
+from sandbox import MAX_ARGUMENT_BYTES, UNICODE_PROBLEM, over_the_cap, sendable
 
 __all__ = ["apply_overrides", "mcp_tool_to_openai", "parse_arguments"]
 

@@ -13,15 +13,18 @@ from pydantic import BaseModel
 from bench.dataset import Benchmark, Task
 from bench.prepare import sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from sandbox import DockerProvider, Limits, new_id, open_sandbox
-from sandbox.admission import (
+from sandbox import (
     Admission,
     AdmissionError,
+    DockerProvider,
+    Limits,
     SetUsage,
     admit,
     cached_usage,
     default_warm,
     measure_set,
+    new_id,
+    open_sandbox,
     store_usage,
 )
 

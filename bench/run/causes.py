@@ -35,7 +35,7 @@ def _library_faults() -> tuple[tuple[type[BaseException], Fault], ...]:
     names the dead container, before it gets here (sandbox.checkout)."""
     import docker.errors
 
-    from judge.rubric import JudgeReplyError, JudgeUnavailable
+    from judge import JudgeReplyError, JudgeUnavailable
 
     return (
         # The daemon answered: something it was asked about is missing (other, as always).

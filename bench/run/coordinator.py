@@ -9,7 +9,8 @@ and grades each outcome here (bench.run.grading) before writing its row
 already have a row; --retry-errors re-runs only the system-error attempts.
 
 A system error is retried in the run itself, a bounded number of times
-(`RunOptions.max_retries`, waits from bench.run.retries): each failed try is a
+(`RunOptions.retries`, bench.run.retries: a try lost before the agent's first
+turn is charged to a budget of its own, apart from --max-retries): each failed try is a
 line in errors.jsonl marked `retried`, and the (task, repeat) gets exactly one
 row in results.jsonl, its final try's, which counts the tries before it.
 Where the attempts execute is the executor's business (bench.run.executor).
@@ -47,11 +48,9 @@ from bench.run.grading import Graded, grade
 from bench.run.output import RunOutput, dataset_hash, set_aside, write_manifest
 from bench.run.recording import try_usage, write_graded, write_retried_error, write_system_error
 from bench.run.results import RoleUsage, add_usage
-from bench.run.retries import RetryPolicy
+from bench.run.retries import RetryPolicy, TriesSpent
 from judge import AttemptRecord
-from sandbox import DockerProvider, Limits, SandboxProvider, new_id
-from sandbox.preparer import Preparer
-from sandbox.provider import Upcoming
+from sandbox import DockerProvider, Limits, Preparer, SandboxProvider, Upcoming, new_id
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +372,8 @@ class Coordinator:
     async def attempt(self, task: Task, repeat: int) -> None:
         """(task, repeat) until it is graded, or its system errors use up the retries."""
         policy = self.opts.retries
-        tries = counted = 0
+        tries = 0
+        spent = TriesSpent()
         while True:
             tries += 1
             try:
@@ -381,29 +381,27 @@ class Coordinator:
             except DaemonGone:
                 self.stop()  # no row: the resume runs this (task, repeat) again
                 return
-            failure, outage = await self.try_once(task, repeat, tries, counted + 1)
+            failure, outage, spent = await self.try_once(task, repeat, tries, spent)
             if failure is None:
                 return
             self._counts["retried"] += 1
             if not outage:  # after an outage the gate has done the waiting
-                counted += 1
-                await asyncio.sleep(policy.wait(counted))
+                await asyncio.sleep(policy.wait(spent.total))
 
     async def try_once(
-        self, task: Task, repeat: int, tries: int, counted: int | None = None
-    ) -> tuple[str | None, bool]:
-        """Try number `tries` (`counted`: its number among those --max-retries counts).
+        self, task: Task, repeat: int, tries: int, spent: TriesSpent | None = None
+    ) -> tuple[str | None, bool, TriesSpent]:
+        """Try number `tries` (`spent`: the failed tries before it, by budget).
         A system error is written as the row (the last try) or as a retried line in
-        errors.jsonl; returns that retried error's message (None: a row was written)
-        and whether the daemon was away."""
+        errors.jsonl; returns that retried error's message (None: a row was written),
+        whether the daemon was away and the failed tries with this one."""
+        spent = spent or TriesSpent()
         attempt_id = new_id(f"{task.uid[:24]}-r{repeat}")
         timings: dict[str, float] = {}
         record = AttemptRecord(
             task_id=task.id, attempt_id=attempt_id, run_id=self.run_id, repeat=repeat, domain=task.domain
         )
-        record_error = functools.partial(
-            self._system_error, task, record, tries=tries, counted=counted or tries
-        )
+        record_error = functools.partial(self._system_error, task, record, tries=tries)
         outcome: AttemptOutcome | None = None
         failed: tuple[Trajectory | None, AttemptFailure]
         phase: TryPhase | None = "golden"  # where the try stands: errors.jsonl's `phase` if it fails
@@ -441,7 +439,7 @@ class Coordinator:
             )
             timings["judge"] = time.monotonic() - t
             self._finish(task, record, outcome, graded, timings)
-            return None, False
+            return None, False, spent
         except OutputUnwritable:
             raise
         except _TryFailed as exc:
@@ -453,7 +451,8 @@ class Coordinator:
             failed = (traj, AttemptFailure.of(exc))
         # Was the daemon away? Then the try says nothing about the task (bench.run.daemon).
         outage = not await self.gate.answers()
-        return record_error(*failed, timings, outage=outage, phase=phase), outage
+        spent = spent if outage else spent.plus(phase)
+        return record_error(*failed, timings, spent=spent, outage=outage, phase=phase), outage, spent
 
     # ---- write (bench.run.recording: the env server writes rows the same way)
     def _finish(
@@ -493,20 +492,21 @@ class Coordinator:
         timings: dict[str, float],
         *,
         tries: int,
-        counted: int,
+        spent: TriesSpent,
         outage: bool = False,
         phase: TryPhase | None = None,
     ) -> str | None:
         """Write a try's system error; returns its message when it will be retried
         (not once a stop was asked for: a resume or --retry-errors picks it up; never
-        when its fault says a new try would only repeat it). A try the daemon's outage
-        failed is always retried, uncounted: if the daemon stays away, the (task,
-        repeat) gets no row and the resume runs it."""
+        when its fault says a new try would only repeat it; `spent`: the failed tries
+        with this one, by budget). A try the daemon's outage failed is always retried,
+        uncounted: if the daemon stays away, the (task, repeat) gets no row and the
+        resume runs it."""
         policy = self.opts.retries
         key = (task.id, record.repeat)
         earlier = self._tries.get(key, [])
         message, trace, fault = str(failure), failure.traceback, failure.fault
-        again = outage or (policy.again(counted) and not self._stopping)
+        again = outage or (policy.again(spent) and not self._stopping)
         if again and fault.retryable:
             write_retried_error(
                 self.output,

@@ -24,8 +24,7 @@ from bench.run.lifecycle import execute_attempt
 if TYPE_CHECKING:
     from bench.llm.config import ModelsConfig
     from bench.rollout.clients import AgentClients
-    from sandbox import ProxyServer, SandboxProvider
-    from sandbox.provider import Upcoming
+    from sandbox import ProxyServer, SandboxProvider, Upcoming
 
 __all__ = ["AttemptExecutor", "LocalExecutor", "Sandboxes"]
 

@@ -29,7 +29,6 @@ container killed under a golden replay costs no attempt a try.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gzip
 import hashlib
 import json
@@ -45,13 +44,16 @@ import bench.replay.sandboxed as replay_mod
 from bench.dataset import Benchmark, Task
 from bench.prepare import initial_state
 from bench.replay.sandboxed import ReplayOutcome, replay_in_sandbox
-from judge import canonical
-from judge.canonical import state_hash
-from judge.record_files import atomic_write
-from judge.records import GoldenState, ToolCallView
-from sandbox import DockerProvider, Fault, SandboxGoneError, SandboxProvider, SandboxRequest
-from sandbox.cache import cache_dir
-from sandbox.errors import ContainerLostError
+from judge import GoldenState, ToolCallView, atomic_write, canonical_source_hash, state_hash
+from sandbox import (
+    ContainerLostError,
+    DockerProvider,
+    Fault,
+    SandboxGoneError,
+    SandboxProvider,
+    SandboxRequest,
+    cache_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +104,7 @@ def prune_golden(existing_image_ids: set[str], root: Path | None = None) -> list
 
 def servers_image_id() -> str:
     """The image id (sha256 digest) of the servers image sandboxes run now."""
-    from sandbox import require_image
-    from sandbox.docker_client import docker_client
+    from sandbox import docker_client, require_image
 
     image_id: str = docker_client().images.get(require_image("servers")).id
     return image_id
@@ -123,11 +124,6 @@ def read_golden_file(path: Path, key: str) -> GoldenState | None:
         log.warning("ignoring inconsistent golden cache file %s", path)
         return None
     return golden
-
-
-@functools.cache
-def canonical_source_hash() -> str:
-    return hashlib.sha256(Path(canonical.__file__).read_bytes()).hexdigest()
 
 
 def _content_key(material: dict[str, Any]) -> str:

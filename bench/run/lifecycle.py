@@ -39,23 +39,24 @@ from bench.rollout.clients import AgentClients
 from bench.rollout.harness.state_check import effects_probe
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, usage_of
-from judge import State, ToolCallView
-from judge.canonical import dump_dsn
+from judge import State, ToolCallView, dump_dsn
 from sandbox import (
     DEFAULT_CALL_TIMEOUT,
+    Loss,
     ProxyCall,
     ProxyServer,
     Registration,
+    ResourceLimitHit,
     SandboxGoneError,
     SandboxLease,
     SandboxProvider,
     SandboxRequest,
+    agent_load,
+    lost_container,
+    lost_fate_of,
     open_sandbox,
     register_request,
 )
-from sandbox.checkout import lost_container, lost_fate_of
-from sandbox.proxy.loss import Loss, agent_load
-from sandbox.proxy.models import ResourceLimitHit
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt"]
 

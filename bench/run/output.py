@@ -30,8 +30,15 @@ from bench.llm.config import ModelsConfig, rubric_style
 from bench.rollout.trajectory import Trajectory
 from bench.run.errors import BundleChanged, OutputLocked, OutputUnwritable
 from bench.version import source_commit, tbx_version
-from judge import AttemptRecord, State, canonical_bytes, write_attempt
-from judge.rubric_style import RUBRIC_STYLES, UNRECORDED_RUBRIC_STYLE, RubricStyle
+from judge import (
+    RUBRIC_STYLES,
+    UNRECORDED_RUBRIC_STYLE,
+    AttemptRecord,
+    RubricStyle,
+    State,
+    canonical_bytes,
+    write_attempt,
+)
 
 # policy_search changes what agents see, so results of the two searches never mix.
 # dataset_provenance (git commit, tags, modified data) is not in the bundle: dataset_hash

@@ -28,8 +28,7 @@ from bench.replay.mcp_calls import replay_calls
 from bench.run.held import HeldAttempt
 from bench.run.lifecycle import call_views
 from judge import ToolCallView
-from sandbox import ProxyCall, ToolPolicy
-from sandbox.proxy.routes import RESERVED_PREFIX
+from sandbox import RESERVED_PREFIX, ProxyCall, ToolPolicy
 
 __all__ = [
     "MAX_PREFIX_CALLS",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from bench.llm.config import ModelsConfig
-    from sandbox.provider import Upcoming
+    from sandbox import Upcoming
 
 log = logging.getLogger(__name__)
 
@@ -422,8 +422,7 @@ class ClusterSandboxes:
 
 def _driver_images() -> tuple[dict[str, str], dict[str, str]]:
     """The image tags and digests the manifest records: this machine's build."""
-    from sandbox import resolve_images
-    from sandbox.provider import image_digests
+    from sandbox import image_digests, resolve_images
 
     images = resolve_images(True)
     return images, image_digests(images)

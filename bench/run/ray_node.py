@@ -32,7 +32,7 @@ from typing import Any
 from bench.llm.config import ModelsConfig
 from bench.run.attempt import AttemptSpec
 from bench.run.executor import LocalExecutor
-from sandbox.labels import NODE_ENV
+from sandbox import NODE_ENV
 
 RESOURCE = "tbx_attempt"  # a node's attempt slots (`ray start --resources '{"tbx_attempt": N}'`)
 NAMESPACE = "tbx"
@@ -136,8 +136,7 @@ def admitted_slots(dataset: str, domains: list[str] | None = None, model_agent: 
     path) where it runs; the run itself does not."""
     from bench.dataset import load_benchmark
     from bench.run.admission import set_usage
-    from sandbox import resolve_images
-    from sandbox.admission import available_memory, sets_that_fit
+    from sandbox import available_memory, resolve_images, sets_that_fit
 
     bench = load_benchmark(Path(dataset), strict=False)
     tasks = [t for t in bench.tasks if not domains or t.domain in domains]

@@ -45,10 +45,11 @@ from judge import (
     RubricJudge,
     Verdict,
     atomic_write,
+    initial_state_of,
     read_attempt,
+    terminal_state_of,
     write_attempt,
 )
-from judge.record_files import initial_state_of, terminal_state_of
 
 
 class RegradeError(RuntimeError):

@@ -45,9 +45,16 @@ from bench.run.attempt import task_tool_policy
 from bench.run.errors import RunError
 from bench.run.results import ResultRow, ResultsError, RunDir, load_run
 from bench.run.run_dataset import recorded_dataset_paths
-from judge.canonical import State, dump_dsn, state_hash
-from judge.record_files import atomic_write, initial_state_of, read_attempt, terminal_state_of
-from judge.records import ToolCallView
+from judge import (
+    State,
+    ToolCallView,
+    atomic_write,
+    dump_dsn,
+    initial_state_of,
+    read_attempt,
+    state_hash,
+    terminal_state_of,
+)
 from sandbox import (
     Limits,
     ProxyServer,

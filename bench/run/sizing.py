@@ -41,8 +41,7 @@ def check_memory(
     measured once per image build; returns the warm pool size per domain (`warm=None`:
     the largest that fits, up to the concurrency). Raises NotEnoughMemory with the reason."""
     from bench.run.admission import admit_run, set_usage
-    from sandbox import resolve_images
-    from sandbox.admission import AdmissionError
+    from sandbox import AdmissionError, resolve_images
 
     try:
         images = resolve_images(True)

@@ -42,15 +42,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from bench.defaults import RETRY_AFTER
 from bench.session_api.models import ApiError
 from bench.session_api.server_config import SessionServer
-from sandbox.admission import MIB, available_memory, cached_usage, measure_set, reserve_for
-
-if TYPE_CHECKING:
-    from bench.session_api.sessions import Session
+from sandbox import MIB, available_memory, cached_usage, measure_set, reserve_for
 
 log = logging.getLogger(__name__)
 
@@ -201,16 +197,17 @@ class SessionAdmission:
             self._replays.setdefault(key, _Replay(domain)).waiting.add(session)
             self._golden[session] = key
 
-    def created(self, session: Session) -> None:
+    def created(self, session: object, containers: Mapping[str, str] | None = None) -> None:
         """The create is done: its golden state is there, no replay waits on its behalf;
-        the first live set of a domain not measured yet is measured."""
+        the first live set (`containers`: role -> container id) of a domain not measured
+        yet is measured."""
         self._replay_done(session)
         if session in self._booting:
             self._booting.discard(session)
             self._finished.append(self._clock())
         domain = self._holders.get(session)
-        if domain is not None and session.live is not None and domain not in self.need:
-            task = asyncio.create_task(self.learn(domain, session.live.lease.containers))
+        if domain is not None and containers is not None and domain not in self.need:
+            task = asyncio.create_task(self.learn(domain, containers))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -18,7 +18,7 @@ import asyncio
 from bench.prepare import TaskPreparation
 from bench.run.golden import GoldenStore, session_golden_key
 from bench.session_api.server_config import SessionServer
-from judge.records import GoldenState
+from judge import GoldenState
 from sandbox import SandboxProvider, SandboxRequest
 
 

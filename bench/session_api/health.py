@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox.provider import ping_daemon
+from sandbox import ping_daemon
 
 HEALTH_TIMEOUT = 2.5  # s: the OpenEnv env's /ready gives /health 3 s
 FRESH = 1.0  # s a successful ping answers for the daemon

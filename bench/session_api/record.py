@@ -28,8 +28,8 @@ from bench.run.recording import write_graded, write_system_error
 from bench.run.revive import SEED_SUFFIX, SessionSeed, write_session_seed
 from bench.session_api.server_config import parse_entry, task_key
 from bench.session_api.sessions import AGENT_NAME, Session
-from judge.records import AttemptRecord
-from sandbox.provider import image_digests
+from judge import AttemptRecord
+from sandbox import image_digests
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from bench.dataset import Benchmark
 from bench.dataset.parse import parse_server_init
 from bench.session_api.models import ApiError
-from judge.bench_effects import YESNO_SERVERS
+from judge import YESNO_SERVERS
 from servers.engine.seeding import DataPatchError, initial_rows
 from servers.registry import load_domain, server_to_domain
 

@@ -46,23 +46,21 @@ from bench.run.prefix import (
     replayed_results,
 )
 from bench.session_api.admission import AtCapacity, SessionAdmission
-from bench.session_api.effects import effects_object
 from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.models import INVALID_INPUT, NO_SESSION, ApiError, CreateBody, ServerToolArgs
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import SessionServer, check_tools, parse_entry
-from judge.canonical import State, json_safe
-from judge.records import GoldenState
+from judge import GoldenState, State, effects_object, json_safe
 from sandbox import (
+    RESERVED_PREFIX,
     CheckoutTimeout,
     ProxyServer,
     SandboxGoneError,
     SandboxProvider,
     ToolPolicy,
+    UpstreamPool,
     new_id,
 )
-from sandbox.proxy.relay import UpstreamPool
-from sandbox.proxy.routes import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +217,8 @@ class SessionTable:
             session.created = True
             session.touch()
             if self.admission is not None:
-                self.admission.created(session)
+                live = session.live
+                self.admission.created(session, live.lease.containers if live is not None else None)
             return result
         except BaseException as exc:
             self.sessions.pop(body.session_id, None)

@@ -14,8 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from judge.canonical import State
-from judge.records import Difference
+from judge import Difference, State
 from servers.engine.schema import TableSpec
 
 # (kind, op) -> what it means for the row, in the reader's words

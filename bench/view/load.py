@@ -31,9 +31,7 @@ from bench.report.metrics import (
 from bench.rollout.trajectory import Trajectory
 from bench.run.results import ResultRow, load_run
 from bench.run.run_dataset import recorded_dataset_paths
-from judge.canonical import State
-from judge.record_files import terminal_state_of
-from judge.records import AttemptRecord
+from judge import AttemptRecord, State, terminal_state_of
 
 
 @dataclass

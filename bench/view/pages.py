@@ -23,7 +23,7 @@ from bench.rollout.trajectory import Message, ToolCall, Trajectory
 from bench.view.diff import RowDiff, TableDiff
 from bench.view.load import Attempt, Run
 from bench.view.summary import ERROR, FAIL, PASS, Summary, TaskRow, task_href
-from judge.records import Effects, ToolCallView, Verdict
+from judge import Effects, ToolCallView, Verdict
 
 MARK_TEXT = {PASS: "pass", FAIL: "fail", ERROR: "system error", "n": "not run"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from judge.test_function import ErrorCause, JudgeCall, Limit, TestFunctionResult
+from judge import ErrorCause, JudgeCall, Limit, TestFunctionResult
 
 __all__ = ["ErrorCause", "EvaluatorLimits", "JudgeCall", "Limit", "TestFunctionResult"]
 

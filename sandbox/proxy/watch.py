@@ -39,7 +39,7 @@ import docker.errors
 import requests.exceptions
 
 from sandbox.container_fate import Fate, lost_fate
-from sandbox.docker_client import docker_client
+from sandbox.docker_api import docker_client
 from sandbox.faults import NODE_FAULT
 from sandbox.labels import RUN
 from sandbox.proxy.models import SandboxGoneError

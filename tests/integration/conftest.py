@@ -31,12 +31,8 @@ from typesense_container import Running, build_typesense_image, start_hardened
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import seeded_request
+from sandbox import AsyncSandbox, AttemptHandle, SandboxError, docker_client, leftovers, require_image, sweep
 from sandbox import labels as lbl
-from sandbox.docker_client import docker_client
-from sandbox.errors import SandboxError
-from sandbox.images import require_image
-from sandbox.sandbox import AsyncSandbox, AttemptHandle
-from sandbox.sweeper import leftovers, sweep
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 

@@ -20,12 +20,9 @@ from bench.dataset import Benchmark, Task
 from bench.prepare import TaskPreparation
 from bench.replay.local import fresh_schema, reset_rows
 from bench.run.attempt import attempt_spec
-from judge.canonical import dump_canonical, state_hash
-from judge.records import GoldenState, ToolCallView
-from sandbox.errors import ContainerStartError
+from judge import GoldenState, ToolCallView, dump_canonical, state_hash
+from sandbox import ContainerStartError, SandboxLease, SandboxProvider, SandboxRequest
 from sandbox.mcp_server import UPSTREAM_SECRET_HEADER
-from sandbox.provider import SandboxLease, SandboxProvider
-from sandbox.sandbox import SandboxRequest
 from servers.engine.app import DomainRuntime, build_app
 from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool

@@ -27,8 +27,7 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.evaluator.context import native_effects, test_context
 from bench.replay.local import fresh_schema, replay_task, seed_state
 from bench.run.grading import judged
-from judge import GoldenState, RubricAnswer
-from judge.canonical import state_hash
+from judge import GoldenState, RubricAnswer, state_hash
 from sandbox import labels as lbl
 from sandbox import require_image
 from sandbox.evaluator import EvaluatorPool, run_test_function

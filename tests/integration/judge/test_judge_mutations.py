@@ -23,11 +23,8 @@ import pytest
 from bench.dataset import Benchmark, load_benchmark
 from bench.replay.sandboxed import ReplayOutcome, replay_task
 from bench.run.golden import GoldenStore
-from judge.canonical import State
-from judge.records import GoldenState, ToolCallView, Verdict
-from judge.verdict import decide
-from sandbox.labels import new_id
-from sandbox.sweeper import leftovers, sweep
+from judge import GoldenState, State, ToolCallView, Verdict, decide
+from sandbox import leftovers, new_id, sweep
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker

@@ -11,9 +11,7 @@ from pg_support import DEMO_PACK
 from bench.dataset import load_benchmark
 from bench.run.admission import admit_run, measure_domain, set_usage
 from sandbox import admission as adm
-from sandbox.labels import new_id
-from sandbox.sandbox import resolve_images
-from sandbox.sweeper import leftovers
+from sandbox import leftovers, new_id, resolve_images
 
 pytestmark = pytest.mark.docker
 

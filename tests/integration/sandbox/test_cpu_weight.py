@@ -12,14 +12,19 @@ from pg_support import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.prepare import task_preparation
-from sandbox import cgroup_parent, leftovers, new_id
+from sandbox import (
+    DockerProvider,
+    Sandbox,
+    SandboxRequest,
+    cgroup_parent,
+    docker_client,
+    leftovers,
+    new_id,
+    sweep,
+)
 from sandbox import labels as lbl
 from sandbox.cgroups import ROOT, TBX_PARENT, container_dirs
 from sandbox.cpu_weight import BOOT_SHARES, RUNNING_SHARES
-from sandbox.docker_client import docker_client
-from sandbox.provider import DockerProvider
-from sandbox.sandbox import Sandbox, SandboxRequest
-from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 

@@ -15,10 +15,8 @@ from typing import Any
 import docker
 import pytest
 
+from sandbox import ORPHAN_TTL, docker_client, sweeper
 from sandbox import labels as lbl
-from sandbox import sweeper
-from sandbox.docker_client import docker_client
-from sandbox.labels import ORPHAN_TTL
 
 pytestmark = pytest.mark.docker
 
@@ -129,7 +127,7 @@ def test_gc_prunes_the_host_cache_of_builds_and_processes_gone(
     image's runtime-volume lock go."""
     from bench.cli.gc import prune_cache
     from bench.run.golden import image_dir
-    from sandbox.images import require_image
+    from sandbox import require_image
     from sandbox.runtime_volumes import volume_name
 
     monkeypatch.setenv("TBX_CACHE", str(tmp_path))
@@ -167,7 +165,7 @@ def test_a_network_with_a_stale_endpoint_is_force_disconnected_and_removed(
     real forced disconnect. (A true stale endpoint, whose container is gone, is not
     made here: no way to produce one on demand was found; a second daemon of the
     test's own, killed mid-removal, is the place to try.)"""
-    from sandbox.images import require_image
+    from sandbox import require_image
 
     net = _network(scoped_run, _dead_pid())  # an orphan: the sweep removes it
     client = docker_client()

@@ -10,9 +10,7 @@ import pytest
 
 from bench.prepare import seeded_request
 from bench.replay.mcp_calls import replay_calls
-from sandbox.docker_client import docker_client
-from sandbox.sandbox import AsyncSandbox
-from sandbox.services import Limits
+from sandbox import AsyncSandbox, Limits, docker_client
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 

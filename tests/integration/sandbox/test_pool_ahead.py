@@ -13,13 +13,9 @@ from pg_support import DEMO_PACK
 
 from bench.dataset import load_benchmark
 from bench.prepare import TaskPreparation, task_preparation
-from judge import state_hash
-from judge.canonical import dump_dsn
-from sandbox import leftovers, new_id
+from judge import dump_dsn, state_hash
+from sandbox import AsyncSandbox, SandboxPool, SandboxRequest, leftovers, new_id, sweep
 from sandbox.boots import BootGate
-from sandbox.pool import SandboxPool
-from sandbox.sandbox import AsyncSandbox, SandboxRequest
-from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 

@@ -19,13 +19,20 @@ from bench.prepare import task_preparation
 from bench.run import lifecycle
 from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.lifecycle import open_attempt
-from judge.canonical import dump_dsn
-from sandbox import ProxyServer, leftovers, new_id, proxy_client
-from sandbox.pool import SandboxPool
-from sandbox.provider import DockerProvider, SandboxLease, Upcoming
+from judge import dump_dsn
+from sandbox import (
+    DockerProvider,
+    ProxyServer,
+    SandboxLease,
+    SandboxPool,
+    SandboxRequest,
+    Upcoming,
+    leftovers,
+    new_id,
+    proxy_client,
+    sweep,
+)
 from sandbox.proxy.clients import tool_json
-from sandbox.sandbox import SandboxRequest
-from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 

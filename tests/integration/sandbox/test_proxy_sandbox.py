@@ -24,20 +24,21 @@ import pytest
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.prepare import TaskPreparation, sandbox_request
 from bench.run.attempt import task_tool_policy
-from judge.canonical import dump_dsn
+from judge import dump_dsn
 from sandbox import (
     AsyncSandbox,
     ProxyServer,
     Registration,
+    Sandbox,
     SandboxGoneError,
     ToolPolicy,
+    docker_client,
+    leftovers,
     proxy_client,
     register_request,
+    sweep,
     upstream_client,
 )
-from sandbox.docker_client import docker_client
-from sandbox.sandbox import Sandbox
-from sandbox.sweeper import leftovers, sweep
 
 pytestmark = pytest.mark.docker
 

@@ -11,9 +11,7 @@ import pytest
 
 import sandbox.images
 from bench.prepare import TaskPreparation, seeded_request
-from sandbox.errors import ImageMissingError, SeedError
-from sandbox.sandbox import Sandbox, SandboxRequest, resolve_images
-from sandbox.sweeper import leftovers
+from sandbox import ImageMissingError, Sandbox, SandboxRequest, SeedError, leftovers, resolve_images
 
 pytestmark = pytest.mark.docker
 
@@ -23,7 +21,7 @@ ORDERS = "external_retail_toolset_oms_models_orders"  # its model forbids extra 
 def test_unreachable_docker_daemon_exits_2_naming_the_daemon(
     retail_seed_file: Path, spawn: Any, tbx: str
 ) -> None:
-    # A subprocess: sandbox.docker_client.docker_client is functools.cache'd in this one.
+    # A subprocess: sandbox.docker_api.docker_client is functools.cache'd in this one.
     proc = spawn(
         [tbx, "up", "--pg-seed", str(retail_seed_file), "--no-typesense"], DOCKER_HOST="unix:///nonexistent"
     )
@@ -126,8 +124,8 @@ def test_an_exhausted_address_pool_is_a_clear_error_with_the_fix_and_starts_noth
     full_address_range: str, retail_rows: Any, base_images: Any, run_id: str, spawn: Any, tbx: str,
     retail_seed_file: Path, monkeypatch: pytest.MonkeyPatch, dclient: Any,
 ) -> None:  # fmt: skip
+    from sandbox import NetworkPoolExhaustedError
     from sandbox import labels as lbl
-    from sandbox.errors import NetworkPoolExhaustedError
     from sandbox.subnets import RANGE_ENV
 
     # The attempt's start: it fails before any container, and what it made is gone.
@@ -162,8 +160,7 @@ def test_a_container_that_dies_while_starting_is_named_at_once(
     the container's cgroup (or the daemon) within its next look, not at the start timeout."""
     import time
 
-    from sandbox.errors import ContainerStartError
-    from sandbox.services import Limits
+    from sandbox import ContainerStartError, Limits
 
     request = seeded_request(
         {"retail": retail_rows},

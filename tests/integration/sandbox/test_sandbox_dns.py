@@ -18,8 +18,8 @@ from typing import Any
 import docker
 import pytest
 
+from sandbox import NetworkPoolExhaustedError
 from sandbox import labels as lbl
-from sandbox.errors import NetworkPoolExhaustedError
 from sandbox.subnets import RANGE_ENV, AttemptSubnet, tbx_range, with_subnet
 
 pytestmark = pytest.mark.docker

@@ -17,12 +17,8 @@ import pytest
 from bench.dataset import load_benchmark
 from bench.prepare import TaskPreparation, sandbox_request
 from bench.replay.mcp_calls import replay_calls
-from sandbox.errors import SandboxError
-from sandbox.images import require_image
+from sandbox import AttemptHandle, Limits, Sandbox, SandboxError, leftovers, require_image
 from sandbox.runtime_volumes import PATHS_LABEL, volume_name
-from sandbox.sandbox import AttemptHandle, Sandbox
-from sandbox.services import Limits
-from sandbox.sweeper import leftovers
 from servers.engine.store import TOOL_ROLE
 
 pytestmark = pytest.mark.docker
@@ -205,7 +201,7 @@ TIGHT = Limits(pg_statement_seconds=5, pg_idle_seconds=2, pg_temp_file_limit="8M
 @pytest.fixture(scope="module")
 def tight_sandbox(base_images: Any, retail_rows: Any) -> Any:
     from bench.prepare import seeded_request
-    from sandbox.labels import new_id
+    from sandbox import new_id
 
     req = seeded_request(
         {"retail": retail_rows},

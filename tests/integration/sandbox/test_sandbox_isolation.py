@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from bench.replay.mcp_calls import replay_calls
-from judge.canonical import canonical_state, dump_canonical, state_hash
+from judge import canonical_state, dump_canonical, state_hash
+from sandbox import AttemptHandle
 from sandbox.postgres import PG_PORT
-from sandbox.sandbox import AttemptHandle
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker

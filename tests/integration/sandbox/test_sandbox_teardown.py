@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from bench.prepare import seeded_request
-from sandbox.sandbox import AsyncSandbox, Sandbox, SandboxRequest
-from sandbox.sweeper import leftovers, sweep
+from sandbox import AsyncSandbox, Sandbox, SandboxRequest, leftovers, sweep
 
 pytestmark = pytest.mark.docker
 

@@ -13,8 +13,7 @@ import psycopg
 import pytest
 
 from bench.replay.mcp_calls import replay_calls
-from sandbox.sandbox import AttemptHandle
-from sandbox.sweeper import leftovers
+from sandbox import AttemptHandle, leftovers
 
 pytestmark = pytest.mark.docker
 

@@ -45,13 +45,14 @@ from sandbox import (
     AsyncSandbox,
     ProxyServer,
     Registration,
+    Sandbox,
     ToolPolicy,
+    leftovers,
     proxy_client,
     register_request,
+    sweep,
 )
 from sandbox.postgres import schema_name
-from sandbox.sandbox import Sandbox
-from sandbox.sweeper import leftovers, sweep
 
 pytestmark = pytest.mark.docker
 

@@ -10,8 +10,7 @@ import pytest
 from attempt_fakes import PACK, FakeProvider
 
 from bench.dataset import Benchmark, load_benchmark
-from sandbox import ProxyServer
-from sandbox.proxy.relay import UpstreamPool
+from sandbox import ProxyServer, UpstreamPool
 
 
 @pytest.fixture(scope="module")

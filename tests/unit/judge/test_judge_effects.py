@@ -13,9 +13,15 @@ import pytest
 
 from bench.dataset import load_benchmark
 from bench.prepare import initial_state
-from judge.canonical import State, canonical_state, state_hash
-from judge.effects import StateShapeError, compute_effects, golden_differences
-from judge.records import Effects
+from judge import (
+    Effects,
+    State,
+    StateShapeError,
+    canonical_state,
+    compute_effects,
+    golden_differences,
+    state_hash,
+)
 from servers.engine.schema import f, table
 from servers.registry import load_domain
 

@@ -21,9 +21,18 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.prepare import initial_state
 from bench.run.golden import GoldenStore
 from bench.run.output import BUNDLE_KEYS, bundle_hash
-from judge.canonical import State, canonical_state, state_hash
-from judge.record_files import read_attempt, write_attempt, write_state
-from judge.records import AttemptRecord, GoldenState, RubricAnswer, ToolCallView
+from judge import (
+    AttemptRecord,
+    GoldenState,
+    RubricAnswer,
+    State,
+    ToolCallView,
+    canonical_state,
+    read_attempt,
+    state_hash,
+    write_attempt,
+    write_state,
+)
 from judge.rubric import SYSTEM_PROMPT
 from judge.yesno import TEXT_YESNO_SYSTEM
 from servers.registry import load_domain

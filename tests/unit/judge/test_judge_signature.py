@@ -7,19 +7,22 @@ from typing import Any
 
 import pytest
 
-from judge.canonical import State, state_hash
-from judge.effects import StateShapeError
-from judge.records import (
+from judge import (
     Difference,
     Effects,
     GoldenState,
+    InitialStateMismatch,
     RowEffect,
     RubricAnswer,
+    State,
+    StateShapeError,
     TableEffects,
     ToolCallView,
+    decide,
+    failure_signature,
+    state_hash,
+    unrecovered_errors,
 )
-from judge.signature import failure_signature, unrecovered_errors
-from judge.verdict import InitialStateMismatch, decide
 from servers.engine.schema import f, table
 
 OK = ToolCallView(tool="get_order", arguments={"id": "1"}, result='{"id": "1"}')

@@ -8,13 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from judge.rubric import (
-    REMINDER,
-    SYSTEM_PROMPT,
-    Completion,
-    JudgeUnavailable,
-    RubricJudge,
-)
+from judge import Completion, JudgeUnavailable, RubricJudge
+from judge.rubric import REMINDER, SYSTEM_PROMPT
 from judge.yesno import TEXT_YESNO_SYSTEM
 
 Reply = Callable[[list[dict[str, str]]], str | None]

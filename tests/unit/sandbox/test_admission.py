@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from bench.run.admission import admit_run
+from sandbox import MIB, AdmissionError, SetUsage
 from sandbox import admission as adm
-from sandbox.admission import MIB, AdmissionError, ContainerMemory, SetUsage
+from sandbox.admission import ContainerMemory
 
 GIB = 2**30
 

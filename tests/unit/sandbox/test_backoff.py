@@ -8,7 +8,7 @@ import pytest
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from bench.run.retries import RetryPolicy
-from sandbox.backoff import backoff_delay, exponential_backoff
+from sandbox import backoff_delay, exponential_backoff
 
 
 def test_the_steps_double_from_first_up_to_most() -> None:

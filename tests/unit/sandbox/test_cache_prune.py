@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bench.run.golden import GoldenStore, default_cache_dir, image_dir, prune_golden
-from judge.canonical import State, state_hash
-from judge.records import GoldenState
-from sandbox.images import mark_in_use, prune_in_use_records, tags_in_use
-from sandbox.runtime_volumes import prune_locks, volume_name
+from judge import GoldenState, State, state_hash
+from sandbox import prune_in_use_records, prune_locks
+from sandbox.images import mark_in_use, tags_in_use
+from sandbox.runtime_volumes import volume_name
 
 KEPT, GONE = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import cgroup_parent, cgroups
+from sandbox import SandboxError, cgroup_parent, cgroups
 from sandbox.cgroups import TBX_PARENT, container_dirs
-from sandbox.errors import SandboxError
 
 CID = "c0ffee" * 10
 

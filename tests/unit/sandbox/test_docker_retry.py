@@ -9,8 +9,8 @@ import docker.errors
 import pytest
 import requests
 
-from sandbox import docker_client
-from sandbox.docker_client import remove_container, remove_network
+from sandbox import docker_api
+from sandbox.docker_api import remove_container, remove_network
 
 
 class Response:
@@ -43,7 +43,7 @@ class Scripted:
 
 @pytest.fixture(autouse=True)
 def no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(docker_client, "REMOVE_WAIT_MAX", 0.0)
+    monkeypatch.setattr(docker_api, "REMOVE_WAIT_MAX", 0.0)
 
 
 def test_transient_errors_are_retried_until_removed() -> None:
@@ -60,10 +60,10 @@ def test_gone_is_not_an_error_and_not_retried() -> None:
 
 
 def test_a_lasting_or_a_permanent_error_is_raised() -> None:
-    stuck = Scripted(*[api_error(403)] * docker_client.REMOVE_ATTEMPTS)
+    stuck = Scripted(*[api_error(403)] * docker_api.REMOVE_ATTEMPTS)
     with pytest.raises(docker.errors.APIError, match="403 Client Error"):
         remove_network(stuck)
-    assert len(stuck.calls) == docker_client.REMOVE_ATTEMPTS
+    assert len(stuck.calls) == docker_api.REMOVE_ATTEMPTS
     bad = Scripted(api_error(400))
     with pytest.raises(docker.errors.APIError, match="400 Client Error"):
         remove_container(bad)

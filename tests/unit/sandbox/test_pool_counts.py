@@ -12,9 +12,8 @@ from typing import Any, ClassVar
 import pytest
 
 import sandbox.pool as pool_mod
+from sandbox import ContainerLostError, SandboxPool
 from sandbox.container_fate import Fate
-from sandbox.errors import ContainerLostError
-from sandbox.pool import SandboxPool
 
 
 class FakeSandbox:

@@ -17,8 +17,7 @@ import sandbox.postgres
 import sandbox.services
 import servers.engine.app
 from bench.prepare import TaskPreparation
-from sandbox.errors import SeedError
-from sandbox.preparer import Preparer
+from sandbox import Preparer, SeedError
 from servers.engine.app import RequireSecret
 
 SANDBOX = Path(sandbox.services.__file__).parent

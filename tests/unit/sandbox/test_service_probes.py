@@ -13,6 +13,7 @@ import httpx
 import psycopg
 import pytest
 
+from sandbox import PgEndpoint
 from sandbox.mcp_server import (
     SERVER_PORT,
     UPSTREAM_SECRET_ENV,
@@ -21,7 +22,7 @@ from sandbox.mcp_server import (
     server_env,
     server_spec,
 )
-from sandbox.postgres import PgEndpoint, PostgresProbe, postgres_spec
+from sandbox.postgres import PostgresProbe, postgres_spec
 from sandbox.services import HttpProbe
 from sandbox.typesense import TYPESENSE_PORT, typesense_endpoint, typesense_spec
 

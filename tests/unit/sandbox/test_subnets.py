@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.errors import NetworkPoolExhaustedError
+from sandbox import NetworkPoolExhaustedError
 from sandbox.subnets import RANGE_ENV, AttemptSubnet, free_subnets, host_routes, pick_free, tbx_range
 
 ROUTES = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT

@@ -9,7 +9,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-import sandbox.docker_client as docker_client_mod
+import sandbox.docker_api as docker_client_mod
 import sandbox.sweeper as sweeper
 from sandbox import labels
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.images import IMAGES, InputRoots, content_hash, image_tag, require_image
+from sandbox import IMAGES, image_tag, require_image
+from sandbox.images import InputRoots, content_hash
 
 pytestmark = pytest.mark.timeout(600)
 

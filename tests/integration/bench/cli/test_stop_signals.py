@@ -29,9 +29,8 @@ import pytest
 from pg_support import DEMO_PACK
 from server_process import default_stop_signals
 
+from sandbox import docker_client, sweep
 from sandbox import labels as lbl
-from sandbox.docker_client import docker_client
-from sandbox.sweeper import sweep
 
 pytestmark = pytest.mark.docker
 

@@ -25,7 +25,7 @@ from env_server_process import TASK, Served, UserStub, start_server, stop_server
 from websockets.sync.client import connect
 
 from bench.dataset import load_benchmark
-from sandbox.sweeper import leftovers, sweep
+from sandbox import leftovers, sweep
 
 pytestmark = pytest.mark.docker
 

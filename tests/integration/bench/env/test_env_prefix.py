@@ -20,7 +20,7 @@ from env_server_process import TASK, Served, UserStub, start_server, stop_server
 from test_env_server import Client
 
 from bench.dataset import Benchmark, load_benchmark
-from sandbox.sweeper import leftovers, sweep
+from sandbox import leftovers, sweep
 
 pytestmark = pytest.mark.docker
 

@@ -42,8 +42,8 @@ from server_process import free_port
 
 from bench.dataset import Benchmark, load_benchmark
 from bench.run.results import load_run
+from sandbox import leftovers, sweep
 from sandbox.postgres import schema_name
-from sandbox.sweeper import leftovers, sweep
 from servers.registry import load_domain
 
 pytestmark = pytest.mark.docker

@@ -19,8 +19,8 @@ import pytest
 from bench.llm.client import LLMClient
 from bench.llm.config import RoleConfig
 from bench.llm.judge import rubric_judge
-from judge.rubric import SYSTEM_PROMPT, JudgeUnavailable, RubricJudge
-from judge.rubric_style import RubricStyle
+from judge import JudgeUnavailable, RubricJudge, RubricStyle
+from judge.rubric import SYSTEM_PROMPT
 from judge.yesno import TEXT_YESNO_SYSTEM, text_user
 
 # The question text picks the script.

@@ -12,8 +12,7 @@ import pytest
 
 from bench.dataset import load_benchmark
 from bench.replay.conformance import load_traces, run_conformance
-from sandbox import labels
-from sandbox.docker_client import docker_client
+from sandbox import docker_client, labels
 
 pytestmark = pytest.mark.docker
 

@@ -42,14 +42,14 @@ from sandbox import (
     ProxyServer,
     RegisterRequest,
     Registration,
+    Sandbox,
     leftovers,
     new_id,
     proxy_client,
     register_request,
+    sweep,
     upstream_client,
 )
-from sandbox.sandbox import Sandbox
-from sandbox.sweeper import sweep
 from servers.engine.marking import mark_tool
 from servers.registry import load_domain
 

@@ -21,10 +21,8 @@ from bench.dataset import Benchmark, Task, load_benchmark
 from bench.prepare import initial_state, sandbox_request
 from bench.rollout.agent_loop import run_attempt_agent
 from bench.rollout.user_sim import STOP_TOKEN
-from judge.canonical import dump_dsn, state_hash
-from sandbox.labels import new_id
-from sandbox.sandbox import AttemptHandle, Sandbox
-from sandbox.sweeper import leftovers, sweep
+from judge import dump_dsn, state_hash
+from sandbox import AttemptHandle, Sandbox, leftovers, new_id, sweep
 from servers.engine.seeding import copy_rows
 from servers.registry import load_domain
 

@@ -23,8 +23,7 @@ from bench.run.attempt import AttemptOutcome, attempt_spec
 from bench.run.grading import grade
 from bench.run.lifecycle import open_attempt
 from judge import GoldenState, state_hash
-from sandbox import Limits, ProxyServer, SandboxGoneError, leftovers, new_id, proxy_client
-from sandbox.proxy.limits import MAX_ARGUMENT_BYTES
+from sandbox import MAX_ARGUMENT_BYTES, Limits, ProxyServer, SandboxGoneError, leftovers, new_id, proxy_client
 
 pytestmark = pytest.mark.docker
 

@@ -39,7 +39,7 @@ def daemon() -> Iterator[SecondDaemon]:
         pytest.skip(f"a second Docker daemon could not start here: {exc}")
     yield d2
     d2.start()  # a test that failed half-way may have left it stopped
-    from sandbox.docker_client import remove_container, remove_network
+    from sandbox.docker_api import remove_container, remove_network
 
     client = d2.client()
     for c in client.containers.list(all=True, filters={"label": "tbx.run"}, ignore_removed=True):
@@ -186,7 +186,7 @@ def test_attempt_networks_on_the_second_daemon_are_closed(daemon: SecondDaemon) 
     egress to anywhere) it does not."""
     import docker
 
-    from sandbox.images import image_tag
+    from sandbox import image_tag
 
     image = image_tag("servers")
     run = f"isolation-{os.getpid()}"

@@ -18,9 +18,8 @@ from pg_support import DEMO_PACK
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.replay.local import fresh_schema, reset_rows, seed_state
 from bench.replay.sandboxed import ReplayOutcome, replay_task
-from judge.canonical import State, dump_canonical, state_hash
-from sandbox.labels import new_id
-from sandbox.sweeper import leftovers, sweep
+from judge import State, dump_canonical, state_hash
+from sandbox import leftovers, new_id, sweep
 from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool
 from servers.registry import load_domain

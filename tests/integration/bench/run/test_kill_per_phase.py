@@ -41,10 +41,8 @@ from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.golden import GoldenStore
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox.provider import DockerProvider, SandboxLease
+from sandbox import DockerProvider, Sandbox, SandboxLease, SandboxRequest, leftovers
 from sandbox.proxy.registered import RegisteredAttempt
-from sandbox.sandbox import Sandbox, SandboxRequest
-from sandbox.sweeper import leftovers
 
 pytestmark = pytest.mark.docker
 

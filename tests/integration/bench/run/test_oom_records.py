@@ -23,8 +23,8 @@ import docker
 import pytest
 
 from sandbox import labels as lbl
+from sandbox import require_image
 from sandbox.container_fate import lost_container
-from sandbox.images import require_image
 from sandbox.oom import CGROUP_ROOT, cgroup_oom_kills, kernel_logged_oom
 
 pytestmark = pytest.mark.docker

@@ -31,7 +31,7 @@ import pytest
 from pg_support import DEMO_PACK
 
 from bench.run.results import read_rows
-from sandbox.docker_client import docker_client
+from sandbox import docker_client
 from sandbox.labels import NODE, RUN
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'tbx[ray]')")
@@ -352,7 +352,7 @@ def test_a_node_with_another_image_build_is_refused(
 ) -> None:
     """A node whose daemon holds other images under the manifest's tags (another,
     non-reproducible build of the same commit) is refused before anything runs."""
-    from sandbox.images import image_tag
+    from sandbox import image_tag
 
     tiny = tmp_path / "tiny.tar"
     with tarfile.open(tiny, "w") as tar:

@@ -31,11 +31,8 @@ from bench.run.lifecycle import open_attempt
 from bench.run.output import RunOutput
 from bench.run.results import ResultRow, load_run
 from bench.run.revive import RevivalPlan, plan_revival, revived
-from judge.canonical import State, dump_dsn, state_hash
-from judge.records import AttemptRecord
-from sandbox import DockerProvider, ProxyServer, upstream_client
-from sandbox.labels import new_id
-from sandbox.sweeper import leftovers
+from judge import AttemptRecord, State, dump_dsn, state_hash
+from sandbox import DockerProvider, ProxyServer, leftovers, new_id, upstream_client
 
 pytestmark = pytest.mark.docker
 
@@ -234,7 +231,7 @@ def test_a_differing_state_is_named_never_accepted(
     """A recorded terminal state the replay does not reach: MISMATCH naming the first differing
     table and row, torn down, exit 1 (--keep-on-mismatch holds it with the warning); a recorded
     initial state the sandbox does not start from: the data changed, exit 1, nothing replayed."""
-    from judge.record_files import read_attempt, write_state
+    from judge import read_attempt, write_state
 
     task_id = "demo_retail.py:test_ret_expedite_headphones"
     bench = load_benchmark(PACK, strict=False)

@@ -24,7 +24,7 @@ import pytest
 from pg_support import DEMO_PACK
 
 from bench.run.results import read_rows
-from sandbox.sweeper import leftovers
+from sandbox import leftovers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 

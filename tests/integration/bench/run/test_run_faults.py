@@ -26,9 +26,7 @@ from bench.dataset import Benchmark, load_benchmark
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.results import read_rows
 from bench.run.retries import RetryPolicy
-from sandbox.provider import DockerProvider, SandboxLease
-from sandbox.sandbox import SandboxRequest
-from sandbox.sweeper import leftovers
+from sandbox import DockerProvider, SandboxLease, SandboxRequest, leftovers
 
 pytestmark = pytest.mark.docker
 
@@ -84,15 +82,17 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(
-    bench: Benchmark, out: Path, golden: Path, provider: DockerProvider, repeat: int, max_retries: int
+    bench: Benchmark, out: Path, golden: Path, provider: DockerProvider, repeat: int, setup_retries: int
 ) -> Coordinator:
+    # The strikes land as the initial state is read, before the agent's first turn:
+    # `--max-setup-retries` bounds those tries (bench.run.retries).
     opts = RunOptions(
         out=out,
         repeat=repeat,
         concurrency=1,
         skip_rubrics=True,
         golden_cache=golden,
-        retries=RetryPolicy(max_retries=max_retries, wait_first=0.1),
+        retries=RetryPolicy(max_setup_retries=setup_retries, wait_first=0.1),
     )
     coordinator = Coordinator(bench, opts, provider=provider)
     asyncio.run(coordinator.run([bench.task(TASK)]))
@@ -124,7 +124,7 @@ def test_a_killed_container_is_a_named_system_error_retried_and_the_run_goes_on(
     bench: Benchmark, golden: Path, tmp_path: Path, no_leftovers: list[str], role: str, how: str, said: str
 ) -> None:
     provider = Saboteur(role, how, times=1)
-    coordinator = _run(bench, tmp_path / "run", golden, provider, repeat=2, max_retries=2)
+    coordinator = _run(bench, tmp_path / "run", golden, provider, repeat=2, setup_retries=2)
     no_leftovers.append(coordinator.run_id)
     [victim] = provider.victims
 
@@ -149,7 +149,7 @@ def test_retries_are_bounded_then_the_row_is_a_system_error(
     bench: Benchmark, golden: Path, tmp_path: Path, no_leftovers: list[str]
 ) -> None:
     provider = Saboteur("postgres", "kill", times=10)
-    coordinator = _run(bench, tmp_path / "run", golden, provider, repeat=1, max_retries=1)
+    coordinator = _run(bench, tmp_path / "run", golden, provider, repeat=1, setup_retries=1)
     no_leftovers.append(coordinator.run_id)
 
     assert len(provider.victims) == 2, "the first try and one retry, no more"

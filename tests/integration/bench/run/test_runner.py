@@ -163,7 +163,7 @@ def test_rubric_tasks_need_a_judge_and_are_asked_as_the_benchmark_asks(tmp_path:
 
 
 def _run_containers(run_id: str) -> list[str]:
-    from sandbox.docker_client import docker_client
+    from sandbox import docker_client
     from sandbox.labels import RUN
 
     found = docker_client().containers.list(all=True, filters={"label": f"{RUN}={run_id}"})
@@ -201,7 +201,7 @@ def test_stop_signal_mid_run_leaves_no_container_and_a_readable_output(tmp_path:
     """Ctrl-C, `kill` or a closed terminal while attempts run and the warm pool
     boots: the run stops, removes every container and network it made, and what
     it wrote reads cleanly."""
-    from sandbox.sweeper import leftovers
+    from sandbox import leftovers
 
     out = tmp_path / "run"
     tasks = "demo_retail.py:test_ret_expedite_headphones,demo_retail.py:test_ret_defective_speaker_refund"

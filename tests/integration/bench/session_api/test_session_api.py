@@ -23,7 +23,7 @@ from sandbox_containers import containers_gone, signal_server
 from session_api_server import Served, Task, call, create, effects, serving, start, stop, traced_task, value
 
 from bench.dataset import Benchmark, load_benchmark
-from judge.canonical import state_hash
+from judge import state_hash
 
 SERVERS = (
     "sandbox_external_retail",

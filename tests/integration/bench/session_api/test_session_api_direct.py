@@ -31,8 +31,7 @@ from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.health import DaemonProbe
 from bench.session_api.server import TIMEOUTS
 from bench.session_api.sessions import SessionTable
-from sandbox import DockerProvider, ProxyServer, leftovers, new_id
-from sandbox.proxy.relay import UpstreamPool
+from sandbox import DockerProvider, ProxyServer, UpstreamPool, leftovers, new_id
 
 pytestmark = pytest.mark.docker
 

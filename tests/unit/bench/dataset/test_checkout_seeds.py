@@ -21,7 +21,7 @@ from bench.cli.tasks import validate_command
 from bench.dataset import DatasetError, load_benchmark
 from bench.dataset.checkout_seeds import checkout_seed, toolslib_dir
 from bench.prepare import initial_state
-from judge.canonical import canonical_state, state_hash
+from judge import canonical_state, state_hash
 from servers.registry import domain_names, load_domain
 
 REPO = Path(__file__).resolve().parents[4]

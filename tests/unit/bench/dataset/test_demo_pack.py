@@ -19,7 +19,7 @@ from bench.cli.tasks import validate_command
 from bench.dataset import Benchmark, Task
 from bench.dataset.models import CHECK_DATABASE, CHECK_RUBRICS
 from bench.replay.local import fresh_schema, is_error_reply, reset_rows, seed_state
-from judge.canonical import State, dump_canonical, state_hash
+from judge import State, dump_canonical, state_hash
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
 from servers.engine.tools import NOMINAL_NOW, ToolContext, run_tool

@@ -24,7 +24,7 @@ from bench.replay.local import replay_domain
 from bench.rollout.brief import task_brief
 from bench.rollout.prompts import default_prompt
 from bench.run.attempt import AttemptSpec, attempt_spec
-from judge.canonical import State
+from judge import State
 
 EVERY = 10  # every 10th task of each domain: ~50 tasks, every scenario family
 MIN_LENGTH = 5  # shorter leaves ("open", 12) are not distinctive of anything

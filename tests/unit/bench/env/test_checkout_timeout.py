@@ -33,10 +33,10 @@ from sandbox import (
     CheckoutTimeout,
     DockerProvider,
     ProxyServer,
+    SandboxLease,
     SandboxProvider,
     SandboxRequest,
 )
-from sandbox.provider import SandboxLease
 
 
 class NoSandboxComes(SandboxProvider):

@@ -36,8 +36,7 @@ def test_provider_sizes_each_pool_and_plans_it_ahead(monkeypatch: pytest.MonkeyP
     """The sizes reach the provider's pools (one per domain), and a planned domain's
     pool gets its preparers before it boots (the one-task plan of bench.env.host)."""
     import sandbox.provider as provider_mod
-    from sandbox.provider import DockerProvider, Upcoming
-    from sandbox.sandbox import SandboxRequest
+    from sandbox import DockerProvider, SandboxRequest, Upcoming
 
     made: dict[str, Any] = {}
 

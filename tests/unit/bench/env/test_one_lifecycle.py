@@ -28,9 +28,8 @@ from bench.rollout.conversation import Conversation, LoopSpec
 from bench.run.attempt import attempt_spec, usage_of
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
-from judge.records import GoldenState
-from sandbox import ProxyServer
-from sandbox.sandbox import SandboxRequest
+from judge import GoldenState
+from sandbox import ProxyServer, SandboxRequest
 
 # Nothing answers there: a state dump against it fails as a lost database would.
 DEAD_DSN = "host=127.0.0.1 port=9 dbname=nothing connect_timeout=2"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.evaluator.functions import TestFunctionError, with_test_function
-from judge import Verdict
-from judge.test_function import JudgeCall, TestFunctionResult
+from judge import JudgeCall, TestFunctionResult, Verdict
 from sandbox.evaluator import checked_reward
 from sandbox.evaluator.container import NO_JUDGE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.llm.config import ModelsConfigError, judge_role_from_env
-from judge.rubric import JudgeReplyError, parse_judge_reply
+from judge import JudgeReplyError, parse_judge_reply
 
 
 @pytest.mark.parametrize(

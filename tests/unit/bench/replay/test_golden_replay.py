@@ -18,7 +18,7 @@ import pytest
 
 from bench.dataset import Benchmark
 from bench.replay.local import DomainReplay, replay_domain
-from judge.canonical import dump_canonical, state_hash
+from judge import dump_canonical, state_hash
 from servers.registry import load_domain
 
 

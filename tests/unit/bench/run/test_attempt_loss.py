@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sandbox import Loss, agent_load
 from sandbox.container_fate import Fate, describe, fate_of
 from sandbox.oom import cgroup_oom_cause, kernel_oom_cause
-from sandbox.proxy.loss import Loss, agent_load
 from sandbox.proxy.registered import RegisteredAttempt
 
 CID = "ab" * 32

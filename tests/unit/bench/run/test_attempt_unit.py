@@ -22,19 +22,18 @@ from attempt_fakes import PACK, TASK, FakeProvider, golden_in_process
 
 from bench.dataset import Benchmark, Task, load_benchmark
 from bench.llm.config import parse_models_config
-from bench.run.attempt import AttemptOutcome, AttemptSpec, attempt_spec
+from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, attempt_spec
 from bench.run.causes import fault_of
 from bench.run.coordinator import Coordinator, RunOptions
 from bench.run.daemon import DaemonGone
+from bench.run.executor import LocalExecutor
 from bench.run.golden import GoldenReplayError, GoldenStore
 from bench.run.grading import grade
 from bench.run.lifecycle import execute_attempt
 from bench.run.results import read_rows
-from bench.run.retries import RetryPolicy
-from judge.canonical import state_hash
-from sandbox import ProxyServer
-from sandbox.errors import ContainerStartError
-from sandbox.sandbox import SandboxRequest
+from bench.run.retries import RetryPolicy, TriesSpent
+from judge import state_hash
+from sandbox import ContainerStartError, ProxyServer, SandboxGoneError, SandboxRequest
 
 
 def test_spec_is_data_and_carries_key_names_never_key_values(pack: Benchmark) -> None:
@@ -221,7 +220,15 @@ def test_stop_lets_the_running_attempt_finish_and_starts_no_other(
 
 
 def _run_with_flaky_boots(
-    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path, *, fail_boots: int, max_retries: int
+    pack: Benchmark,
+    pg_dsn: str,
+    make_database: Any,
+    tmp_path: Path,
+    *,
+    fail_boots: int,
+    max_retries: int = 2,
+    max_setup_retries: int = 5,
+    executor: Any = None,
 ) -> tuple[dict[str, int], list[Any], list[dict[str, Any]]]:
     task = pack.task(TASK)
     store = GoldenStore(pack, tmp_path / "golden", image_id="in-process", allow_replay=False)
@@ -232,10 +239,11 @@ def _run_with_flaky_boots(
         agent="oracle",
         repeat=1,
         concurrency=1,
-        retries=RetryPolicy(max_retries=max_retries, wait_first=0.01),
+        retries=RetryPolicy(max_retries=max_retries, max_setup_retries=max_setup_retries, wait_first=0.01),
     )
     try:
-        counts = asyncio.run(Coordinator(pack, opts, provider=flaky, golden=store).run([task]))
+        run = Coordinator(pack, opts, provider=flaky, executor=executor and executor(flaky), golden=store)
+        counts = asyncio.run(run.run([task]))
     finally:
         flaky.dbs.close()
     errors_file = tmp_path / "run" / "errors.jsonl"
@@ -266,7 +274,7 @@ def test_retries_are_bounded_and_the_last_try_is_the_system_error_row(
     pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
 ) -> None:
     counts, rows, errors = _run_with_flaky_boots(
-        pack, pg_dsn, make_database, tmp_path, fail_boots=10, max_retries=1
+        pack, pg_dsn, make_database, tmp_path, fail_boots=10, max_setup_retries=1
     )
     assert counts["errors"] == 1 and counts["retried"] == 1 and counts["passed"] == 0
     assert len(rows) == 1 and rows[0].system_error and not rows[0].passed
@@ -278,10 +286,73 @@ def test_no_retries_when_the_policy_says_none(
     pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
 ) -> None:
     counts, rows, errors = _run_with_flaky_boots(
-        pack, pg_dsn, make_database, tmp_path, fail_boots=1, max_retries=0
+        pack, pg_dsn, make_database, tmp_path, fail_boots=1, max_retries=0, max_setup_retries=0
     )
     assert counts["errors"] == 1 and counts["retried"] == 0
     assert len(rows) == 1 and rows[0].system_error and [e["retried"] for e in errors] == [False]
+
+
+class KilledMidAttempt(LocalExecutor):
+    """The first `kills` tries lose their sandbox while the agent has its turns (as a
+    container killed then is reported: bench.run.lifecycle); the others run for real."""
+
+    def __init__(self, provider: FakeProvider, kills: int):
+        super().__init__(provider)
+        self.kills = kills
+
+    async def execute(self, spec: AttemptSpec) -> AttemptOutcome:
+        if self.kills == 0:
+            return await super().execute(spec)
+        self.kills -= 1
+        lost = SandboxGoneError(f"attempt {spec.attempt_id}: server-retail container killed (exit 137)")
+        return AttemptOutcome.of(spec, system_error=AttemptFailure.of(lost), phase="agent")
+
+
+def test_tries_lost_before_the_agent_cost_none_of_the_retries(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    # The issue's case: a try killed while the agent ran, then its retries' sandboxes
+    # killed while booting. Only the first is charged to --max-retries 1.
+    counts, rows, errors = _run_with_flaky_boots(
+        pack,
+        pg_dsn,
+        make_database,
+        tmp_path,
+        fail_boots=3,
+        max_retries=1,
+        executor=lambda provider: KilledMidAttempt(provider, kills=1),
+    )
+    assert counts["passed"] == 1 and counts["errors"] == 0 and counts["retried"] == 4
+    assert [(e["phase"], e["retried"]) for e in errors] == [("agent", True)] + [("checkout", True)] * 3
+    assert len(rows) == 1 and rows[0].passed and (rows[0].model_extra or {})["retries"] == 4
+
+
+def test_tries_that_reached_the_agent_use_up_the_retries(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    counts, rows, errors = _run_with_flaky_boots(
+        pack,
+        pg_dsn,
+        make_database,
+        tmp_path,
+        fail_boots=1,
+        max_retries=1,
+        executor=lambda provider: KilledMidAttempt(provider, kills=2),
+    )
+    assert counts["errors"] == 1 and counts["retried"] == 1
+    assert [(e["phase"], e["retried"]) for e in errors] == [("agent", True), ("agent", False)]
+    assert len(rows) == 1 and rows[0].system_error
+
+
+def test_a_boot_that_always_fails_still_ends(
+    pack: Benchmark, pg_dsn: str, make_database: Any, tmp_path: Path
+) -> None:
+    counts, rows, errors = _run_with_flaky_boots(
+        pack, pg_dsn, make_database, tmp_path, fail_boots=100, max_retries=5, max_setup_retries=2
+    )
+    assert counts["errors"] == 1 and counts["retried"] == 2
+    assert [(e["phase"], e["retried"]) for e in errors] == [("checkout", True)] * 2 + [("checkout", False)]
+    assert len(rows) == 1 and rows[0].system_error
 
 
 def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
@@ -289,7 +360,8 @@ def test_errors_a_new_try_cannot_change_are_not_retried() -> None:
     assert not fault_of(GoldenReplayError("golden replay of t failed: call 0 ...")).retryable
     assert fault_of(ContainerStartError("server-retail container exited during start")).retryable
     assert [policy.wait(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0] and policy.wait(10) == 30.0
-    assert policy.again(3) and not policy.again(4)
+    assert policy.again(TriesSpent(charged=3, uncharged=5)) and not policy.again(TriesSpent(charged=4))
+    assert not policy.again(TriesSpent(uncharged=6))
 
 
 class DaemonAway(FakeProvider):

@@ -7,7 +7,7 @@ import pytest
 
 from bench.run.client_errors import client_error_text, error_kind
 from bench.run.golden import GoldenReplayError, check_golden_calls
-from judge.records import ToolCallView
+from judge import ToolCallView
 
 SECRET_ARGS = {"order_id": "ORD-SECRET-1", "amount": 123.45, "refund_reason": "the golden reason"}
 

@@ -24,20 +24,21 @@ from bench.run.held import SandboxLost
 from bench.run.output import RunOutput
 from bench.run.recording import write_retried_error, write_system_error
 from bench.run.results import ResultRow, read_rows
-from judge import AttemptRecord
-from judge.rubric import JudgeReplyError, JudgeUnavailable
-from sandbox import NODE_FAULT, Fault, SandboxGoneError
-from sandbox.container_fate import Fate
-from sandbox.errors import (
+from judge import AttemptRecord, JudgeReplyError, JudgeUnavailable
+from sandbox import (
+    NODE_FAULT,
     ContainerLostError,
     ContainerStartError,
     DockerUnavailableError,
+    Fault,
     ImageMissingError,
+    Loss,
     NetworkPoolExhaustedError,
     SandboxError,
+    SandboxGoneError,
     SeedError,
 )
-from sandbox.proxy.loss import Loss
+from sandbox.container_fate import Fate
 from sandbox.proxy.models import UpstreamUnreachable
 from sandbox.proxy.watch import DaemonUnreachable
 

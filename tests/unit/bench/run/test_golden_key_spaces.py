@@ -12,8 +12,7 @@ from typing import Any
 from bench.run.golden import GoldenStore, golden_key, image_dir, prune_golden, session_golden_key
 from bench.session_api.golden_cache import GoldenCache
 from bench.session_api.server_config import SessionServer
-from judge.canonical import State, state_hash
-from judge.records import GoldenState
+from judge import GoldenState, State, state_hash
 
 IMAGE, OTHER = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 CALLS: list[tuple[str, dict[str, Any]]] = [("get_order", {"order_id": "ORD-1"})]

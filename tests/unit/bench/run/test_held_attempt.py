@@ -22,11 +22,8 @@ import bench.run.lifecycle
 from bench.dataset import Benchmark
 from bench.run.attempt import AttemptSpec, attempt_spec
 from bench.run.held import AttemptClosed, HeldAttempt, SandboxLost
-from sandbox import ProxyServer, SandboxGoneError
+from sandbox import ContainerStartError, ProxyServer, SandboxGoneError, SandboxRequest, UpstreamPool
 from sandbox.container_fate import Fate
-from sandbox.errors import ContainerStartError
-from sandbox.proxy.relay import UpstreamPool
-from sandbox.sandbox import SandboxRequest
 
 LOOKUP = ("get_order", {"order_id": "ORD-30000011"})  # a read of the demo task's order
 

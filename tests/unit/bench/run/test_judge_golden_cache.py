@@ -20,7 +20,7 @@ from bench.prepare import initial_state
 from bench.replay.mcp_calls import CallRecord
 from bench.replay.sandboxed import ReplayOutcome
 from bench.run.golden import GoldenNotCached, GoldenReplayError, GoldenStore
-from judge.canonical import State, canonical_state, state_hash
+from judge import State, canonical_state, state_hash
 from servers.registry import load_domain
 
 TASK = "sandbox_external_retail_group1.py:test_case_ST002_003"

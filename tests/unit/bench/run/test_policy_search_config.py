@@ -13,7 +13,7 @@ from bench.cli.main import build_parser
 from bench.prepare import TaskPreparation
 from bench.run import output
 from bench.run.coordinator import RunOptions
-from sandbox.preparer import TypesenseEndpoint
+from sandbox import TypesenseEndpoint
 from servers.toolsets import knowledge
 
 SOURCES = [{"name": "A.md", "snippets": ["alpha"]}, {"name": "B.md", "snippets": ["bravo"]}]

@@ -26,8 +26,7 @@ from bench.run.prefix import (
     replay_prefix,
     replayed_results,
 )
-from sandbox import ProxyServer, SandboxGoneError, ToolPolicy
-from sandbox.proxy.relay import UpstreamPool
+from sandbox import ProxyServer, SandboxGoneError, ToolPolicy, UpstreamPool
 
 LOOKUP = PrefixCall(tool="get_order", arguments={"order_id": "ORD-30000011"})
 

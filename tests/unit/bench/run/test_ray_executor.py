@@ -27,7 +27,7 @@ from bench.run.ray_executor import (
     node_lost_reason,
 )
 from bench.run.ray_node import NodeRunner
-from sandbox.errors import DockerUnavailableError
+from sandbox import DockerUnavailableError
 
 REPO = Path(__file__).resolve().parents[4]
 DRIVER = {"postgres": "sha256:aaa", "servers": "sha256:bbb"}

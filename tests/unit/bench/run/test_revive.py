@@ -37,7 +37,7 @@ from bench.run.revive import (
 )
 from bench.view.load import Attempt, Run
 from bench.view.pages import call_steps, revive_command
-from judge.records import AttemptRecord, ToolCallView
+from judge import AttemptRecord, ToolCallView
 
 PACK = DEMO_PACK
 TASK = "demo_retail.py:test_ret_defective_speaker_refund"

@@ -21,9 +21,9 @@ from bench.rollout.conversation import LoopSpec
 from bench.run.coordinator import RunOptions
 from bench.run.daemon import DaemonGate
 from bench.session_api.server import TIMEOUTS as SESSION_API_TIMEOUTS
-from sandbox import DEFAULT_CALL_TIMEOUT, DockerProvider, SandboxPool, SandboxRequest
+from sandbox import DEFAULT_CALL_TIMEOUT, SANDBOX_TIMEOUTS, DockerProvider, SandboxPool, SandboxRequest
 from sandbox import provider as provider_module
-from sandbox.timeouts import SANDBOX_TIMEOUTS, SERVING_CHECKOUT_BOOTS
+from sandbox.timeouts import SERVING_CHECKOUT_BOOTS
 from servers.toolsets import knowledge
 
 

@@ -14,7 +14,8 @@ from bench.session_api.admission import UNMEASURED, AtCapacity, NeverFits, Sessi
 from bench.session_api.models import CreateBody
 from bench.session_api.server_config import SessionServer
 from bench.session_api.sessions import Session
-from sandbox.admission import ContainerMemory, SetUsage, store_usage
+from sandbox import SetUsage, store_usage
+from sandbox.admission import ContainerMemory
 
 IMAGES = {"servers": "tbx-servers:test", "postgres": "tbx-postgres:test"}
 

@@ -15,12 +15,12 @@ import pytest
 from pydantic import ValidationError
 
 from bench.dataset import load_benchmark
-from bench.session_api.effects import diff, effects_object
 from bench.session_api.models import ApiError, CallBody, CreateBody, GcBody, fail, ok, timed_out
 from bench.session_api.schemas import SchemaError, normalise_schema
 from bench.session_api.server_config import check_tools, parse_entry
 from bench.session_api.sessions import QueueTimeout, Session, _json_output
-from judge.canonical import state_hash
+from judge import effects_object, state_hash
+from judge import state_diff as diff
 
 
 # ---- request validation ----------------------------------------------------------

@@ -25,9 +25,7 @@ from bench.rollout.trajectory import Message, ToolCall, Trajectory, UserTurn
 from bench.view.diff import group, label
 from bench.view.site import SiteError, build_site
 from bench.view.summary import FAIL, PASS, Summary, task_href, task_rows
-from judge.canonical import canonical_bytes
-from judge.record_files import write_attempt
-from judge.records import AttemptRecord, Difference, Verdict
+from judge import AttemptRecord, Difference, Verdict, canonical_bytes, write_attempt
 from servers.registry import load_domain
 
 REPO = Path(__file__).resolve().parents[4]

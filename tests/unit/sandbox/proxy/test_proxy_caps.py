@@ -9,19 +9,17 @@ from typing import Any
 
 import mcp_types as types
 
+from sandbox import MAX_ARGUMENT_BYTES, Loss, over_the_cap, recorded_argument_text
 from sandbox.proxy import calls
 from sandbox.proxy.caps import (
     argument_bytes,
     capped_message,
     capped_result,
     cut_text,
-    over_the_cap,
     oversized_arguments,
-    recorded_argument_text,
     recorded_arguments,
 )
-from sandbox.proxy.limits import MAX_ARGUMENT_BYTES, MAX_REPLY_BYTES
-from sandbox.proxy.loss import Loss
+from sandbox.proxy.limits import MAX_REPLY_BYTES
 from sandbox.proxy.registered import RegisteredAttempt
 from sandbox.proxy.routes import Route
 

@@ -19,19 +19,19 @@ import pytest
 from fake_upstream import FakeUpstream
 
 from sandbox import (
+    Loss,
     ProxyError,
     ProxyServer,
     RegisterRequest,
     SandboxGoneError,
     ToolPolicy,
     Upstream,
+    UpstreamPool,
     proxy_client,
 )
 from sandbox.proxy import calls, relay
 from sandbox.proxy.calls import CallReply
-from sandbox.proxy.loss import Loss
 from sandbox.proxy.registered import RegisteredAttempt
-from sandbox.proxy.relay import UpstreamPool
 from sandbox.proxy.routes import Route
 
 SCHEMA = {"type": "object"}

@@ -21,6 +21,7 @@ import pytest
 from fake_upstream import FakeUpstream
 
 from sandbox import (
+    AdminClient,
     ProxyCall,
     ProxyError,
     ProxyServer,
@@ -33,7 +34,6 @@ from sandbox import (
 )
 from sandbox.proxy import calls as proxy_calls
 from sandbox.proxy import relay
-from sandbox.proxy.admin import AdminClient
 from sandbox.proxy.clients import server_tools, tool_json
 
 

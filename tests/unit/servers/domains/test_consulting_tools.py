@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from pg_support import DomainTools, domain_seed, err, ok
 
-from judge.canonical import canonical_state
+from judge import canonical_state
 from servers.domains.consulting.common import Action, api_tool
 from servers.domains.consulting.domain import DOMAIN
 from servers.domains.consulting.workday import WorkdayInput

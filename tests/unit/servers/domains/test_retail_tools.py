@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from pg_support import err, ok, reload
 
-from judge.canonical import dump_canonical
+from judge import dump_canonical
 from servers.domains.retail.common import (
     CLAIMS,
     CONTRACTS,

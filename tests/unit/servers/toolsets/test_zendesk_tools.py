@@ -19,7 +19,7 @@ import pytest
 from pg_support import domain_seed
 
 from bench.replay.local import fresh_schema, reset_rows
-from judge.canonical import dump_canonical
+from judge import dump_canonical
 from servers.engine.seeding import initial_rows
 from servers.engine.store import Store
 from servers.engine.tools import Tool, ToolContext, run_tool
