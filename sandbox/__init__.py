@@ -22,7 +22,13 @@ if TYPE_CHECKING:
         open_sandbox,
         register_request,
     )
+    from sandbox.checkout_server import (
+        CheckoutServer,
+        check_server,
+        server_effects,
+    )
     from sandbox.errors import (
+        CheckoutServerError,
         CheckoutTimeout,
         ContainerStartError,
         DockerUnavailableError,
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
         Fault,
     )
     from sandbox.images import (
+        CheckoutPackage,
+        build_checkout_image,
         build_image,
         image_tag,
         require_image,
@@ -118,6 +126,9 @@ _EXPORTS: dict[str, str] = {
     "CAUSES": "sandbox.faults",
     "CONTAINER_FAULT": "sandbox.faults",
     "Cause": "sandbox.faults",
+    "CheckoutPackage": "sandbox.images",
+    "CheckoutServer": "sandbox.checkout_server",
+    "CheckoutServerError": "sandbox.errors",
     "CheckoutTimeout": "sandbox.errors",
     "ContainerStartError": "sandbox.errors",
     "DEFAULT_CALL_TIMEOUT": "sandbox.proxy.limits",
@@ -152,7 +163,9 @@ _EXPORTS: dict[str, str] = {
     "ToolPolicy": "sandbox.proxy.models",
     "Upstream": "sandbox.proxy.models",
     "backoff_delay": "sandbox.backoff",
+    "build_checkout_image": "sandbox.images",
     "build_image": "sandbox.images",
+    "check_server": "sandbox.checkout_server",
     "exponential_backoff": "sandbox.backoff",
     "image_tag": "sandbox.images",
     "leftovers": "sandbox.sweeper",
@@ -165,6 +178,7 @@ _EXPORTS: dict[str, str] = {
     "register_request": "sandbox.checkout",
     "require_image": "sandbox.images",
     "resolve_images": "sandbox.sandbox",
+    "server_effects": "sandbox.checkout_server",
     "sweep": "sandbox.sweeper",
     "upstream_client": "sandbox.proxy.clients",
 }
