@@ -57,7 +57,9 @@ def bench() -> Benchmark:
 def airline(bench: Benchmark) -> Iterator[tuple[Task, Sandbox]]:
     task = bench.tasks[0]
     run_id = f"test-checkout-{uuid.uuid4().hex[:8]}"
-    sb = Sandbox(SandboxRequest(checkout_servers=checkout_servers(bench, task), typesense=False, run_id=run_id))
+    sb = Sandbox(
+        SandboxRequest(checkout_servers=checkout_servers(bench, task), typesense=False, run_id=run_id)
+    )
     try:
         sb.start()
         yield task, sb
@@ -77,7 +79,9 @@ async def test_an_airline_set_behind_the_tool_proxy(bench: Benchmark, airline: t
 
     scenario = bench.scenario_of(task)
     with ProxyServer() as proxy:
-        reg = proxy.register(register_request(AsyncSandbox.adopt(sb), sb.attempt_id, task_tool_policy(bench, task)))
+        reg = proxy.register(
+            register_request(AsyncSandbox.adopt(sb), sb.attempt_id, task_tool_policy(bench, task))
+        )
         async with proxy_client(reg) as client:
             tools = [t.name for t in (await client.list_tools()).tools]
             assert sorted(tools) == sorted(scenario.tool_names) and "configure_data" not in tools
@@ -86,9 +90,15 @@ async def test_an_airline_set_behind_the_tool_proxy(bench: Benchmark, airline: t
                 assert refused.is_error, hidden
             user = json.loads(_text(await client.call_tool("get_user_details", {"user_id": "mia_li_3668"})))
             assert user["status"] == "ok"
-            first = next(iter(json.loads((CHECKOUT / "support/tau_bench/airline_data/reservations.json").read_text())))
+            first = next(
+                iter(json.loads((CHECKOUT / "support/tau_bench/airline_data/reservations.json").read_text()))
+            )
             cancelled = json.loads(
-                _text(await client.call_tool("cancel_reservation", {"reservation_id": first, "reason": "change_of_plan"}))
+                _text(
+                    await client.call_tool(
+                        "cancel_reservation", {"reservation_id": first, "reason": "change_of_plan"}
+                    )
+                )
             )
             assert cancelled["status"] == "cancelled"
         proxy.unregister(reg.token)
@@ -105,7 +115,9 @@ async def test_an_airline_set_behind_the_tool_proxy(bench: Benchmark, airline: t
 
     # a world state the server refuses is a clear error naming it and quoting its answer
     server = sb.request.checkout_servers[0].model_copy(update={"world_state": {"flights": {}}})
-    with pytest.raises(CheckoutServerError, match=r"checkout server airline_tau_bench: __reserved__init refused"):
+    with pytest.raises(
+        CheckoutServerError, match=r"checkout server airline_tau_bench: __reserved__init refused"
+    ):
         init_server(server, handle.servers[SERVER], handle.upstream_secret, interface)
 
     # a server that dies mid-attempt: its container ends with it, naming it

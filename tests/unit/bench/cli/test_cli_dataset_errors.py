@@ -62,7 +62,9 @@ def test_a_checkout_server_tbx_cannot_run_is_named_and_starts_nothing(
     code, lines = _run([*argv, "--agent", "oracle", "--out", str(out)], capsys)
     assert code == 2
     assert lines[0].startswith("tbx run: 1 problem in the benchmark data at ")
-    assert lines[1] == f"servers/servers.yaml: server 'airline_tau_bench' (21 tasks): tbx cannot run it: {why}"
+    assert (
+        lines[1] == f"servers/servers.yaml: server 'airline_tau_bench' (21 tasks): tbx cannot run it: {why}"
+    )
     assert len(lines) == 2
     assert not out.exists()
 
