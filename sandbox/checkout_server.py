@@ -191,26 +191,27 @@ def _json_object(text: str) -> dict[str, Any] | None:
 def check_server(server: CheckoutServer) -> None:
     """`check_tools` once per image and command (a marker in tbx's cache): a server that
     fails to import is found before any attempt, named, never as a retried system error."""
-    import os
-
     from sandbox.cache import cache_dir
-    from sandbox.labels import labels_for, new_id
 
     what = server.model_copy(update={"world_state": {}}).key()
     marker = cache_dir("checkout-checked", what)
     if marker.exists():
         return
-    check_tools(server, labels_for("check", new_id("check"), f"check-{server.name}", os.getpid()))
+    check_tools(server)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 
 
-def check_tools(server: CheckoutServer, labels: dict[str, str], timeout: float = CHECK_TIMEOUT) -> list[str]:
+def check_tools(server: CheckoutServer, timeout: float = CHECK_TIMEOUT) -> list[str]:
     """Start the server once in a container of its own (no network, the attempt's hardening),
     run the MCP handshake and list its tools: the tool names, or CheckoutServerError naming the
     server and the last line of what it printed (e.g. the failing import)."""
-    from sandbox.docker_client import docker_client, remove_container
+    import os
 
+    from sandbox.docker_client import docker_client, remove_container
+    from sandbox.labels import labels_for, new_id
+
+    labels = labels_for("check", new_id("check"), f"check-{server.name}", os.getpid())  # swept like any
     client = docker_client()
     env = bridge_env(server, "check")
     try:

@@ -245,7 +245,9 @@ class Sandbox:
         ts_key = secrets.token_urlsafe(18)
         ts = self._typesense = typesense_endpoint(self._subnet.address(1), ts_key) if req.typesense else None
         self._upstream_secret = secrets.token_urlsafe(32)
-        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)]
+        # PostgreSQL only where a native domain keeps its rows (a checkout server keeps its own
+        # state); its address stays reserved, so every other service's address is the same.
+        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)] if req.domains else []
         if ts is not None:
             specs.append(typesense_spec(images["typesense"], ts.api_key))
         specs += [
@@ -254,7 +256,8 @@ class Sandbox:
         ]
         specs += [checkout_server_spec(server, self._upstream_secret) for server in req.checkout_servers]
         self._data_mounts = {checkout_role(s): data_mounts(s) for s in req.checkout_servers}
-        addresses = {spec.role: self._subnet.address(i) for i, spec in enumerate(specs)}
+        first = 0 if req.domains else 1
+        addresses = {spec.role: self._subnet.address(first + i) for i, spec in enumerate(specs)}
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
             started = {
@@ -298,10 +301,11 @@ class Sandbox:
         collection: str | None = None
         servers = {d: mcp_url(self._ips[server_role(d)]) for d in req.server_names}
         with ThreadPoolExecutor(max_workers=3) as pool:
-            seeded = pool.submit(self._seed_postgres, pg)
+            seeded = pool.submit(self._seed_postgres, pg) if req.domains else None
             indexed = pool.submit(self._index_documents, ts) if ts is not None else None
             listed = pool.submit(self._list_tools, servers)
-            self._timings["postgres_seeded"] = seeded.result()
+            if seeded is not None:
+                self._timings["postgres_seeded"] = seeded.result()
             if indexed is not None and (seconds := indexed.result()) is not None:
                 collection = POLICY_COLLECTION
                 self._timings["policies_indexed"] = seconds
