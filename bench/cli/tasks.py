@@ -137,12 +137,12 @@ def validate_command(
     for line in release_lines(bench):
         print(line, file=stream)
     errors = len(bench.errors)
+    warnings = len(bench.problems) - errors + unpinned
     if servers:
         lines, failed = server_lines(bench)
         for line in lines:
             print(printable(line), file=stream)
         errors += failed
-    warnings = len(bench.problems) - errors + unpinned
     if errors:
         status = f"{errors} error{'s' if errors != 1 else ''}"
         if warnings:

@@ -27,7 +27,7 @@ IMAGE_PYTHON = "/opt/checkout/venv/bin/python"
 
 class DeclaredServer(BaseModel):
     """One ``mcp-process`` entry, its command expanded; ``package``: the folder under
-    ``servers/`` its module comes from (``-m <package>.<module>``), if the command says."""
+    ``servers/`` its module comes from (``-m <package>.<module>``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -35,7 +35,7 @@ class DeclaredServer(BaseModel):
     command: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    package: str | None = None
+    package: str
 
 
 class ServersYaml(BaseModel):
@@ -74,7 +74,11 @@ def _entry(root: Path, name: str, entry: Any) -> DeclaredServer | str:
         return "env must be a mapping"
     cwd = entry.get("cwd")
     package = _package(expanded)
-    if package is not None and not (root / "servers" / package).is_dir():
+    if package is None:
+        return (
+            "its command names no module (-m <package>.<module>): tbx builds its image from servers/<package>"
+        )
+    if not (root / "servers" / package).is_dir():
         return f"its package folder servers/{package} does not exist"
     return DeclaredServer(
         name=name,
