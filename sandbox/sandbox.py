@@ -176,6 +176,7 @@ class Sandbox:
         self._typesense: TypesenseEndpoint | None = None
         self._upstream_secret = ""
         self._init_results: dict[str, dict[str, Any]] = {}
+        self._checkout_tools: dict[str, list[dict[str, Any]]] = {}  # listed at boot, after init
         self._data_mounts: dict[str, list[docker.types.Mount]] = {}
         # start() and close() never overlap: a close() from another thread (an asyncio
         # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
@@ -283,6 +284,9 @@ class Sandbox:
             interface = bridge_name(self.request.attempt_id)
             self._init_results[server.name] = init_server(server, url, self._upstream_secret, interface)
         self._timings["checkout_init"] = time.monotonic() - t
+        # Listed here too, so a pool's spare needs nothing more at the hand-over.
+        urls = {s.name: mcp_url(self._ips[checkout_role(s)]) for s in self.request.checkout_servers}
+        self._checkout_tools = self._list_tools(urls)
 
     def prepare(self) -> AttemptHandle:
         """Phase 2: rotate secrets, seed PostgreSQL, index the policy documents."""
@@ -303,13 +307,17 @@ class Sandbox:
         with ThreadPoolExecutor(max_workers=3) as pool:
             seeded = pool.submit(self._seed_postgres, pg) if req.domains else None
             indexed = pool.submit(self._index_documents, ts) if ts is not None else None
-            listed = pool.submit(self._list_tools, servers)
+            native = {d: servers[d] for d in req.domains}
+            listed = pool.submit(self._list_tools, native) if native else None
             if seeded is not None:
                 self._timings["postgres_seeded"] = seeded.result()
             if indexed is not None and (seconds := indexed.result()) is not None:
                 collection = POLICY_COLLECTION
                 self._timings["policies_indexed"] = seconds
-            tools = listed.result()
+            listed_now = listed.result() if listed is not None else {}
+            tools = {
+                d: t for d in req.server_names if (t := listed_now.get(d) or self._checkout_tools.get(d))
+            }
         if req.prepare is not None and req.domains:
             self._capture(pg)
         self._timings["prepared"] = time.monotonic() - t0

@@ -15,33 +15,46 @@ lost container named by its role, as a native server's.
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import os
-import sys
-from typing import Any
-
-import anyio
-import mcp_types as types
-import uvicorn
-from mcp import Client
-
-from servers.bridge.app import build_bridge_app
-from servers.bridge.stdio import child_transport, exit_code
-from servers.engine.app import UPSTREAM_SECRET_ENV
-from servers.engine.serving import SecondTickServer
-
-log = logging.getLogger("servers.bridge")
-
-DEFAULT_LINE_CAP = 64 << 20  # an airline geteffects line is ~5 MB (text + structuredContent)
-START_TIMEOUT = 120.0  # the handshake and listing; the sandbox's own start timeout is the real bound
+import subprocess
 
 
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TBX_")}
     env.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     return env
+
+
+# The server starts first, so its interpreter and imports run while the bridge imports its own.
+CHILD = subprocess.Popen(
+    json.loads(os.environ["TBX_BRIDGE_COMMAND"]),
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    env=child_env(),
+    cwd=os.environ.get("TBX_BRIDGE_CWD") or None,
+    start_new_session=True,
+)
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+import anyio  # noqa: E402
+import mcp_types as types  # noqa: E402
+import uvicorn  # noqa: E402
+from mcp import Client  # noqa: E402
+
+from servers.bridge.app import build_bridge_app  # noqa: E402
+from servers.bridge.stdio import child_transport, exit_code  # noqa: E402
+from servers.engine.app import UPSTREAM_SECRET_ENV  # noqa: E402
+from servers.engine.serving import SecondTickServer  # noqa: E402
+
+log = logging.getLogger("servers.bridge")
+
+DEFAULT_LINE_CAP = 64 << 20  # an airline geteffects line is ~5 MB (text + structuredContent)
+START_TIMEOUT = 120.0  # the handshake and listing; the sandbox's own start timeout is the real bound
 
 
 async def listed(client: Client) -> list[types.Tool]:
@@ -58,8 +71,6 @@ async def listed(client: Client) -> list[types.Tool]:
 
 async def run(check: bool, host: str, port: int) -> None:
     name = os.environ.get("TBX_BRIDGE_SERVER", "server")
-    argv = json.loads(os.environ["TBX_BRIDGE_COMMAND"])
-    cwd = os.environ.get("TBX_BRIDGE_CWD") or None
     line_cap = int(os.environ.get("TBX_BRIDGE_LINE_CAP", DEFAULT_LINE_CAP))
     started = False
 
@@ -72,7 +83,7 @@ async def run(check: bool, host: str, port: int) -> None:
         )
         os._exit(exit_code(code))
 
-    transport = child_transport(argv, child_env(), cwd, line_cap, on_exit)
+    transport = child_transport(CHILD, line_cap, on_exit)
     async with Client(transport, mode="legacy", cache=None) as client:
         with anyio.fail_after(START_TIMEOUT):
             tools = await listed(client)

@@ -2,19 +2,22 @@
 line at most `line_cap` bytes (a longer line is drained and dropped, so a
 server flooding stdout costs bounded memory and the call it owes times out),
 anything that is not a JSON-RPC message logged and skipped, and the child's end
-reported to `on_exit` (the bridge then exits, so the container's end names it)."""
+reported to `on_exit` (the bridge then exits, so the container's end names it). The child
+is started by the bridge's entry point, before its own imports (servers/bridge/__main__.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
-from anyio.abc import Process
 from mcp.shared.message import SessionMessage
 
 log = logging.getLogger(__name__)
@@ -54,26 +57,33 @@ def exit_code(returncode: int | None) -> int:
     return returncode or 70  # a server that ends by itself mid-attempt has failed
 
 
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while chunk := await reader.read(READ_CHUNK):
+        yield chunk
+
+
 @contextlib.asynccontextmanager
 async def child_transport(
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    cwd: str | None,
+    process: subprocess.Popen[bytes],
     line_cap: int,
     on_exit: Callable[[int | None], Awaitable[None]],
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) of SessionMessages to and from the child."""
-    process: Process = await anyio.open_process(
-        list(argv), env=dict(env), cwd=cwd, stderr=None, start_new_session=True
-    )
+    """(read stream, write stream) of SessionMessages to and from the started child."""
+    assert process.stdin is not None and process.stdout is not None
+    loop = asyncio.get_running_loop()
+    stdout = asyncio.StreamReader(limit=READ_CHUNK)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdout), process.stdout)
+    stdin_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, process.stdin)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](16)
     closing = False
 
+    async def exited() -> int | None:
+        return await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+
     async def reader() -> None:
-        assert process.stdout is not None
         async with read_writer:
-            async for line in read_lines(process.stdout, line_cap):
+            async for line in read_lines(_chunks(stdout), line_cap):
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                 except ValueError:
@@ -83,19 +93,18 @@ async def child_transport(
             # End of stdout: the child is ending. Report it before the session sees the
             # stream close, so the exit (and its code) is what the bridge says.
             with anyio.move_on_after(2):
-                code = await process.wait()
+                code = await exited()
                 if not closing:
                     await on_exit(code)
 
     async def writer() -> None:
-        assert process.stdin is not None
         async with write_reader:
             async for message in write_reader:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await process.stdin.send(data.encode() + b"\n")
+                stdin_transport.write(data.encode() + b"\n")
 
     async def watcher() -> None:
-        code = await process.wait()
+        code = await exited()
         if not closing:
             await on_exit(code)
 
@@ -108,12 +117,12 @@ async def child_transport(
         finally:
             closing = True
             with anyio.CancelScope(shield=True):
-                if process.stdin is not None:
-                    with contextlib.suppress(Exception):
-                        await process.stdin.aclose()
+                with contextlib.suppress(Exception):
+                    stdin_transport.close()
                 with anyio.move_on_after(2):
-                    await process.wait()
-                if process.returncode is None:
+                    while process.poll() is None:
+                        await anyio.sleep(0.05)
+                if process.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(process.pid, 9)
             tg.cancel_scope.cancel()
