@@ -186,8 +186,19 @@ def checkout_servers(bench: Benchmark, task: Task, *, check: bool = True) -> lis
     the scenario's world_state merged with the test's init (bench.dataset.merge, key order kept)."""
     scen = bench.scenario_of(task)
     merged = merge_init_config(scen.world_state, {s: cfg.raw for s, cfg in task.init.items()})
+    return checkout_servers_of(
+        bench, {name: merged.get(name) or {} for name in bench.servers_of(task)}, check=check
+    )
+
+
+def checkout_servers_of(
+    bench: Benchmark, server_config: dict[str, dict[str, Any]], *, check: bool = True
+) -> list[CheckoutServer]:
+    """A server_config (server name -> the world state its init gets) of the checkout's own
+    servers, as the sandbox runs them: each with its image (built when its inputs changed)
+    and, with `check`, started once in it (cached per image and command)."""
     out = []
-    for name in bench.servers_of(task):
+    for name, world_state in server_config.items():
         decl = bench.checkout_servers[name]
         server = CheckoutServer(
             name=name,
@@ -196,7 +207,7 @@ def checkout_servers(bench: Benchmark, task: Task, *, check: bool = True) -> lis
             env=decl.env,
             cwd=decl.cwd,
             checkout=str(bench.root),
-            world_state=merged.get(name) or {},
+            world_state=world_state,
         )
         if check:
             check_server(server)  # once per image and command (cached on disk)
