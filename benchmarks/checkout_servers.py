@@ -64,7 +64,7 @@ async def measure(checkout: Path, n: int) -> dict[str, Any]:
     task = bench.tasks[0]
     run_id = new_id("bench-checkout")
     request: SandboxRequest = sandbox_request(bench, task, run_id=run_id)  # builds/checks the image once
-    out: dict[str, Any] = {"cold": [], "pool": [], "effects": [], "memory": [], "native": []}
+    out: dict[str, Any] = {"cold": [], "pool": [], "effects": [], "memory": [], "native": [], "phases": []}
     cold = DockerProvider(warm=0)
     await cold.start(run_id)
     try:
@@ -75,6 +75,7 @@ async def measure(checkout: Path, n: int) -> dict[str, Any]:
             handle = lease.handle
             assert handle is not None
             out["memory"].append(memory_mib(list(handle.containers.values())))
+            out["phases"].append(dict(handle.timings))
             t = time.monotonic()
             effects = await asyncio.to_thread(
                 server_effects,
@@ -138,6 +139,10 @@ def main() -> int:
         print(
             f"| {name} | {pct(values, 0.5):.2f} {unit} | {pct(values, 0.95):.2f} {unit} | {REFERENCE[name]} |"
         )
+    for phase in ("containers_started", "server-airline_tau_bench_ready", "checkout_init", "tools_listed"):
+        values = [t[phase] for t in out["phases"] if phase in t]
+        if values:
+            print(f"| cold, of which {phase} | {pct(values, 0.5):.2f} s | {pct(values, 0.95):.2f} s | - |")
     native = statistics.median(out["native"])
     print(
         f"| native retail set cold (no Typesense) | {native:.2f} s | {pct(out['native'], 0.95):.2f} s | - |"

@@ -83,7 +83,8 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
     header = ": ".join(next(iter(handle.server_headers.items())))
     for domain, url in handle.servers.items():
         lines.append(f"  direct MCP ({domain}, no allow-list):  {url}  (header {header})")
-        lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
+        if domain not in handle.checkout_servers:  # a checkout's own server keeps its own state
+            lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
     if handle.typesense_url:
         lines.append(f"  typesense:  {handle.typesense_url}  (api key {handle.typesense_api_key})")
     lines.append("Ctrl-C tears it down.")
@@ -92,7 +93,7 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
 
 def endpoints_json(handle: AttemptHandle, reg: Registration, extra: dict[str, Any] | None = None) -> str:
     """The one JSON line of `tbx up --json` (`extra`: --from's replayed calls and check)."""
-    first = next(iter(handle.servers))
+    native = [d for d in handle.servers if d not in handle.checkout_servers]
     return json.dumps(
         {
             **(extra or {}),
@@ -101,8 +102,8 @@ def endpoints_json(handle: AttemptHandle, reg: Registration, extra: dict[str, An
             "authorization": f"Bearer {reg.token}",
             "url_with_token": reg.path_url,
             "tools": reg.tools,
-            "psql": handle.pg.psql_command(first),
-            "psql_commands": {d: handle.pg.psql_command(d) for d in handle.servers},
+            "psql": handle.pg.psql_command(native[0]) if native else None,
+            "psql_commands": {d: handle.pg.psql_command(d) for d in native},
             "servers": handle.servers,
             "server_headers": handle.server_headers,
             "attempt_id": handle.attempt_id,
