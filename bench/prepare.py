@@ -9,16 +9,29 @@ the request and fill the attempt's schemas and search index (a
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from bench.dataset import Benchmark, Task
+from bench.dataset.merge import merge_init_config
 from bench.defaults import POLICY_SEARCH, PolicySearch
 from judge import State, dump_canonical
-from sandbox import SandboxRequest, SeedError, TypesenseEndpoint, client_ssl_context
+from sandbox import (
+    CheckoutPackage,
+    CheckoutServer,
+    SandboxRequest,
+    SeedError,
+    TypesenseEndpoint,
+    build_checkout_image,
+    check_server,
+    client_ssl_context,
+)
 from servers.engine.seeding import DataPatchError, initial_rows, load_state
 from servers.registry import load_domain
 from servers.toolsets import knowledge
@@ -137,9 +150,66 @@ def sandbox_request(
     policy_search: PolicySearch = POLICY_SEARCH,
     **kwargs: Any,
 ) -> SandboxRequest:
+    if bench.on_checkout_servers(task):  # its checkout's own servers, initialised at boot
+        return SandboxRequest(checkout_servers=checkout_servers(bench, task), typesense=False, **kwargs)
     return SandboxRequest(
         domains=[task.domain],
         prepare=task_preparation(bench, task, typesense=typesense, policy_search=policy_search),
         typesense=typesense,
         **kwargs,
     )
+
+
+# ---- a task on its checkout's own servers (servers.yaml, no tbx domain) ----------------------
+
+# A pip constraints file applied when a checkout server package's dependencies are resolved
+# (beside tbx's known-good additions: images/checkout-server/known/).
+SERVER_CONSTRAINTS_ENV = "TBX_SERVER_CONSTRAINTS"
+_images: dict[tuple[str, str | None], str] = {}  # (package folder, constraints) -> image tag
+_lock = threading.Lock()
+
+
+def checkout_image(bench: Benchmark, package: str) -> str:
+    """The image of a checkout server package, built when its inputs changed (once per
+    process, else found by its content tag)."""
+    constraints = os.environ.get(SERVER_CONSTRAINTS_ENV) or None
+    key = (str(bench.root / "servers" / package), constraints)
+    with _lock:
+        if key not in _images:
+            package_ = CheckoutPackage(Path(key[0]), Path(constraints) if constraints else None)
+            _images[key] = build_checkout_image(package_).tag
+        return _images[key]
+
+
+def checkout_servers(bench: Benchmark, task: Task, *, check: bool = True) -> list[CheckoutServer]:
+    """The checkout servers a task runs on, in server_config order, each with its world state:
+    the scenario's world_state merged with the test's init (bench.dataset.merge, key order kept)."""
+    scen = bench.scenario_of(task)
+    merged = merge_init_config(scen.world_state, {s: cfg.raw for s, cfg in task.init.items()})
+    return checkout_servers_of(
+        bench, {name: merged.get(name) or {} for name in bench.servers_of(task)}, check=check
+    )
+
+
+def checkout_servers_of(
+    bench: Benchmark, server_config: dict[str, dict[str, Any]], *, check: bool = True
+) -> list[CheckoutServer]:
+    """A server_config (server name -> the world state its init gets) of the checkout's own
+    servers, as the sandbox runs them: each with its image (built when its inputs changed)
+    and, with `check`, started once in it (cached per image and command)."""
+    out = []
+    for name, world_state in server_config.items():
+        decl = bench.checkout_servers[name]
+        server = CheckoutServer(
+            name=name,
+            image=checkout_image(bench, decl.package),
+            command=decl.command,
+            env=decl.env,
+            cwd=decl.cwd,
+            checkout=str(bench.root),
+            world_state=world_state,
+        )
+        if check:
+            check_server(server)  # once per image and command (cached on disk)
+        out.append(server)
+    return out

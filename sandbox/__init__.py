@@ -44,10 +44,17 @@ if TYPE_CHECKING:
         open_sandbox,
         register_request,
     )
+    from sandbox.checkout_server import (
+        CheckoutServer,
+        check_server,
+        check_tools,
+        server_effects,
+    )
     from sandbox.docker_api import (
         docker_client,
     )
     from sandbox.errors import (
+        CheckoutServerError,
         CheckoutTimeout,
         ContainerLostError,
         ContainerStartError,
@@ -67,6 +74,8 @@ if TYPE_CHECKING:
     )
     from sandbox.images import (
         IMAGES,
+        CheckoutPackage,
+        build_checkout_image,
         build_image,
         image_tag,
         prune_in_use_records,
@@ -179,6 +188,9 @@ _EXPORTS: dict[str, str] = {
     "CAUSES": "sandbox.faults",
     "CONTAINER_FAULT": "sandbox.faults",
     "Cause": "sandbox.faults",
+    "CheckoutPackage": "sandbox.images",
+    "CheckoutServer": "sandbox.checkout_server",
+    "CheckoutServerError": "sandbox.errors",
     "CheckoutTimeout": "sandbox.errors",
     "ContainerLostError": "sandbox.errors",
     "ContainerStartError": "sandbox.errors",
@@ -231,12 +243,15 @@ _EXPORTS: dict[str, str] = {
     "agent_load": "sandbox.proxy.loss",
     "available_memory": "sandbox.admission",
     "backoff_delay": "sandbox.backoff",
+    "build_checkout_image": "sandbox.images",
     "build_image": "sandbox.images",
     "cache_dir": "sandbox.cache",
     "cached_usage": "sandbox.admission",
     "client_ssl_context": "sandbox.tls",
     "default_warm": "sandbox.admission",
     "docker_client": "sandbox.docker_api",
+    "check_server": "sandbox.checkout_server",
+    "check_tools": "sandbox.checkout_server",
     "exponential_backoff": "sandbox.backoff",
     "image_digests": "sandbox.provider",
     "image_tag": "sandbox.images",
@@ -262,6 +277,7 @@ _EXPORTS: dict[str, str] = {
     "sendable": "sandbox.proxy.relay",
     "sets_that_fit": "sandbox.admission",
     "store_usage": "sandbox.admission",
+    "server_effects": "sandbox.checkout_server",
     "sweep": "sandbox.sweeper",
     "labels_for": "sandbox.labels",
     "sweep_stale": "sandbox.runtime_volumes",

@@ -56,3 +56,11 @@ class CheckoutTimeout(SandboxError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return CheckoutTimeout, (str(self), self.waited)
+
+
+class CheckoutServerError(SandboxError):
+    """A checkout's server (servers/servers.yaml) cannot run: its package folder, its
+    dependencies, its image, its start or its init (a bad world state). The message names
+    the server and what failed; a new try would fail the same way."""
+
+    fault = Fault("other", retryable=False)

@@ -235,3 +235,165 @@ def prune_stale(name: str) -> list[str]:
                 except docker.errors.APIError:
                     continue
     return removed
+
+
+# ---- a checkout's server package (servers/servers.yaml, type mcp-process) ------------------
+
+CHECKOUT_CONTEXT = "checkout-server"  # images/checkout-server: Dockerfile, known/<project>.txt
+CHECKOUT_PYTHON = "/opt/checkout/venv/bin/python"  # `{python}` in a servers.yaml command
+# What a wheel of the image must run on: the servers image's CPython 3.11 (Debian bookworm), glibc.
+_PLATFORM_ARGS = ("--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp")
+
+
+@dataclass(frozen=True)
+class CheckoutPackage:
+    """A server package of a checkout: its folder (holding pyproject.toml) and, if the user
+    gives one, a pip constraints file applied when its dependencies are resolved."""
+
+    folder: Path
+    constraints: Path | None = None
+
+
+@dataclass(frozen=True)
+class PackageRequirements:
+    project: str
+    requirements: tuple[str, ...]  # declared + build-system + tbx's known-good additions
+    constraints_text: str  # the user's constraints file, as read ("" without one)
+
+
+def package_requirements(package: CheckoutPackage) -> PackageRequirements:
+    """What to resolve for a package, from its pyproject.toml (read as data, never run)."""
+    import tomllib
+
+    from sandbox.errors import CheckoutServerError
+
+    pyproject = package.folder / "pyproject.toml"
+    if not package.folder.is_dir():
+        raise CheckoutServerError(f"server package folder {package.folder} does not exist")
+    try:
+        meta = tomllib.loads(pyproject.read_text())
+    except FileNotFoundError:
+        raise CheckoutServerError(f"server package folder {package.folder} has no pyproject.toml") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CheckoutServerError(f"{pyproject}: {exc}") from None
+    project = str(meta.get("project", {}).get("name") or package.folder.name)
+    declared = [str(r) for r in meta.get("project", {}).get("dependencies", [])]
+    build = [str(r) for r in meta.get("build-system", {}).get("requires", ["setuptools", "wheel"])]
+    known = input_roots().images / CHECKOUT_CONTEXT / "known" / f"{project}.txt"
+    extra = _requirement_lines(known.read_text()) if known.is_file() else []
+    constraints = ""
+    if package.constraints is not None:
+        try:
+            constraints = package.constraints.read_text()
+        except OSError as exc:
+            raise CheckoutServerError(f"constraints file {package.constraints}: {exc}") from None
+    return PackageRequirements(project, tuple([*declared, *build, *extra]), constraints)
+
+
+def _requirement_lines(text: str) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def resolved_wheels(reqs: PackageRequirements) -> Path:
+    """A folder of wheels for the requirements, resolved on the host with pip and cached per
+    (requirements, constraints): an unchanged package never asks the index again."""
+    from sandbox.errors import CheckoutServerError
+
+    key = hashlib.sha256(json.dumps([reqs.requirements, reqs.constraints_text]).encode()).hexdigest()[:16]
+    folder = cache_dir("wheels-checkout", key)
+    if (folder / ".complete").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    arch = os.uname().machine
+    platforms = [f"manylinux_2_36_{arch}", f"manylinux_2_17_{arch}", f"manylinux2014_{arch}"]
+    with tempfile.TemporaryDirectory(prefix="tbx-checkout-reqs-") as tmp:
+        req_file, con_file = Path(tmp, "requirements.txt"), Path(tmp, "constraints.txt")
+        req_file.write_text("\n".join(reqs.requirements) + "\n")
+        con_file.write_text(reqs.constraints_text)
+        cmd = [sys.executable, "-m", "pip", "download", "-q", *_PLATFORM_ARGS]
+        for p in platforms:
+            cmd += ["--platform", p]
+        cmd += ["-r", str(req_file), "-c", str(con_file), "-d", str(folder)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise CheckoutServerError(
+            f"resolving the dependencies of {reqs.project} failed ({' '.join(reqs.requirements)}):\n"
+            f"{proc.stderr.strip()[-2000:]}"
+        )
+    (folder / ".complete").touch()
+    return folder
+
+
+def _package_files(folder: Path) -> dict[str, Path]:
+    found = {
+        p.relative_to(folder).as_posix(): p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and not ({"__pycache__", ".git", ".venv", "build", "dist"} & set(p.relative_to(folder).parts))
+        and not p.name.endswith(".egg-info")
+    }
+    return {name: found[name] for name in sorted(found, key=PurePosixPath)}
+
+
+def checkout_image_tag(package: CheckoutPackage, servers_image: str) -> tuple[str, PackageRequirements, Path]:
+    """(tag, requirements, wheel folder) of a package's image: the tag hashes the package's
+    files, the resolved wheels' names (their versions), the bridge's image (servers_image,
+    itself a content hash) and the Dockerfile, so unchanged code never rebuilds."""
+    reqs = package_requirements(package)
+    wheels = resolved_wheels(reqs)
+    h = hashlib.sha256()
+    context = input_roots().images / CHECKOUT_CONTEXT
+    h.update((context / "Dockerfile").read_bytes() + b"\0" + servers_image.encode() + b"\0")
+    for name in sorted(p.name for p in wheels.glob("*.whl")):
+        h.update(name.encode() + b"\0")
+    for name, path in _package_files(package.folder).items():
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    slug = "".join(c if c.isalnum() else "-" for c in reqs.project.lower())
+    return f"tbx/checkout-{slug}:{h.hexdigest()[:16]}", reqs, wheels
+
+
+def build_checkout_image(package: CheckoutPackage, force: bool = False) -> BuildResult:
+    """The image of a checkout's server package: the servers image (the bridge) plus a venv
+    with the package and its resolved dependencies. Built once per tag (see checkout_image_tag)."""
+    from sandbox.errors import CheckoutServerError
+
+    start = time.monotonic()
+    servers_image = require_image("servers")
+    tag, reqs, wheels = checkout_image_tag(package, servers_image)
+    name = tag.split(":", 1)[0].removeprefix("tbx/")
+    client = docker_client()
+    if not force:
+        try:
+            return BuildResult(name, tag, client.images.get(tag).id, True, time.monotonic() - start)
+        except docker.errors.ImageNotFound:
+            pass
+    with tempfile.TemporaryDirectory(prefix=f"tbx-build-{name}-") as tmp:
+        ctx = Path(tmp)
+        shutil.copy(input_roots().images / CHECKOUT_CONTEXT / "Dockerfile", ctx / "Dockerfile")
+        (ctx / "wheels").mkdir()
+        pins = []
+        for whl in sorted(wheels.glob("*.whl")):
+            shutil.copy(whl, ctx / "wheels" / whl.name)
+            dist, version = whl.name.split("-")[:2]
+            if dist.lower().replace("_", "-") not in ("setuptools", "wheel"):
+                pins.append(f"{dist}=={version}")
+        (ctx / "requirements.txt").write_text("\n".join(pins) + "\n")
+        for rel, path in _package_files(package.folder).items():
+            target = ctx / "package" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+        proc = subprocess.run(
+            [
+                *("docker", "build", "-q", "--build-arg", f"SERVERS_IMAGE={servers_image}"),
+                *("--label", f"{LABEL}={name}", "-t", tag, str(ctx)),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise CheckoutServerError(
+                f"building the image of {reqs.project} ({package.folder}) failed:\n"
+                f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+            )
+    return BuildResult(name, tag, client.images.get(tag).id, False, time.monotonic() - start)

@@ -51,6 +51,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from sandbox.boots import BootGate
+from sandbox.checkout_server import CheckoutServer
 from sandbox.container_fate import Fate, ended_fate
 from sandbox.errors import ContainerLostError, SandboxError
 from sandbox.labels import new_id
@@ -70,6 +71,7 @@ class SandboxPool:
         domains: list[str],
         size: int = 2,
         *,
+        checkout_servers: list[CheckoutServer] | None = None,
         typesense: bool = True,
         limits: Limits | None = None,
         run_id: str | None = None,
@@ -81,6 +83,7 @@ class SandboxPool:
         refill_delay: float = 0.0,
     ):
         self.domains = list(domains)
+        self.checkout_servers = list(checkout_servers or [])
         self.refill_delay = refill_delay  # seconds from a hand-over to its replacement's boot
         self._refill_timer: asyncio.TimerHandle | None = None
         self.size = max(1, size)
@@ -212,6 +215,7 @@ class SandboxPool:
     async def _boot_one(self, key: Key, prepare: Preparer | None) -> None:
         request = SandboxRequest(
             domains=self.domains,
+            checkout_servers=self.checkout_servers,
             typesense=self.typesense,
             run_id=self.run_id,
             limits=self.limits,
@@ -272,7 +276,7 @@ class SandboxPool:
                 break
             log.warning(
                 "a warm %s sandbox was lost while it %s (%s); taking another",
-                ",".join(self.domains),
+                ",".join([*self.domains, *(s.name for s in self.checkout_servers)]),
                 "booted" if isinstance(item, BaseException) else "waited",
                 lost.text,
             )

@@ -60,6 +60,7 @@ class PoolShape(NamedTuple):
     requests of one shape can share spares."""
 
     domains: tuple[str, ...]
+    checkout_servers: tuple[str, ...]  # each server's key: its image, command and world state
     typesense: bool
     limits: Limits
     images: tuple[tuple[str, str], ...]
@@ -69,6 +70,7 @@ def pool_shape(request: SandboxRequest, default_images: Mapping[str, str]) -> Po
     images = request.images or default_images
     return PoolShape(
         tuple(request.domains),
+        tuple(s.key() for s in request.checkout_servers),
         request.typesense,
         request.limits,
         tuple(sorted(images.items())),
@@ -347,7 +349,7 @@ class DockerProvider(SandboxProvider):
                 # at capacity, not a failed attempt: a server refuses the request, a run retries
                 assert waiting is not None
                 raise CheckoutTimeout(
-                    f"no {','.join(request.domains)} sandbox within {waiting:g} s "
+                    f"no {request.pool_key} sandbox within {waiting:g} s "
                     "(every spare is taken and the boots are queued or slow: is Docker overloaded?)",
                     waiting,
                 ) from None
@@ -363,13 +365,14 @@ class DockerProvider(SandboxProvider):
         (Typesense, limits, images) get pools of their own; the plan's budget, size and
         upcoming preparers are per domains. The spares carry the provider's run (the
         first request's when it was not started), which the end-of-run sweep removes."""
-        key = ",".join(request.domains)
+        key = request.pool_key
         shape = pool_shape(request, self.images)
         pool = self.pools.get(shape)
         if pool is None:
             pool = SandboxPool(
                 request.domains,
                 size=self.sizes.get(key, self.warm_size),
+                checkout_servers=request.checkout_servers,
                 typesense=request.typesense,
                 limits=request.limits,
                 run_id=self.run_id or request.run_id,

@@ -29,12 +29,20 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 import docker.types
 import psycopg
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from sandbox import labels as lbl
 from sandbox import runtime_volumes
+from sandbox.checkout_server import (
+    CheckoutServer,
+    checkout_server_spec,
+    data_mounts,
+    init_server,
+    teardown,
+)
+from sandbox.checkout_server import role as checkout_role
 from sandbox.cpu_weight import raise_to_running
 from sandbox.docker_api import docker_client, remove_container, remove_network
 from sandbox.errors import (
@@ -74,7 +82,11 @@ if TYPE_CHECKING:
 class SandboxRequest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    domains: list[str] = Field(min_length=1)
+    domains: list[str] = Field(default_factory=list)  # native domains (tbx's own servers)
+    # A checkout's servers (servers.yaml, type mcp-process), each in a container of its own,
+    # initialised at boot with its world state (so a pool's spares are ready for any task
+    # of that world state), in server_config order.
+    checkout_servers: list[CheckoutServer] = Field(default_factory=list)
     # What the schemas and the search index are filled with at prepare time
     # (None: empty schemas, no documents). A pool boots without one.
     prepare: Preparer | None = None
@@ -87,6 +99,22 @@ class SandboxRequest(BaseModel):
     # mixes builds; None resolves them at start from the current sources.
     images: dict[str, str] | None = None
 
+    @model_validator(mode="after")
+    def _some_server(self) -> SandboxRequest:
+        if not self.domains and not self.checkout_servers:
+            raise ValueError("a sandbox request needs a domain or a checkout server")
+        return self
+
+    @property
+    def server_names(self) -> list[str]:
+        """Every server of the set: the native domains, then the checkout servers."""
+        return [*self.domains, *(s.name for s in self.checkout_servers)]
+
+    @property
+    def pool_key(self) -> str:
+        """The name a plan counts this request's checkouts under (`DockerProvider.plan`)."""
+        return ",".join(self.server_names)
+
 
 class AttemptHandle(BaseModel):
     run_id: str
@@ -96,7 +124,11 @@ class AttemptHandle(BaseModel):
     typesense_url: str | None = None
     typesense_api_key: str | None = None
     collection: str | None = None
-    servers: dict[str, str] = Field(default_factory=dict)  # domain -> MCP URL
+    servers: dict[str, str] = Field(default_factory=dict)  # domain or checkout server -> MCP URL
+    # The checkout servers among `servers` (sandbox.checkout_server), in server_config order,
+    # and what each answered to __reserved__init (minus `status`).
+    checkout_servers: list[str] = Field(default_factory=list)
+    init_results: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # The servers answer only requests carrying it (`server_headers`): a host
     # process cannot skip the proxy's token and allow-list, and a bridge address
     # Docker hands to another attempt answers nothing to this one's proxy.
@@ -143,6 +175,9 @@ class Sandbox:
         self._pg: PgEndpoint | None = None
         self._typesense: TypesenseEndpoint | None = None
         self._upstream_secret = ""
+        self._init_results: dict[str, dict[str, Any]] = {}
+        self._checkout_tools: dict[str, list[dict[str, Any]]] = {}  # listed at boot, after init
+        self._data_mounts: dict[str, list[docker.types.Mount]] = {}
         # start() and close() never overlap: a close() from another thread (an asyncio
         # cancellation of AsyncSandbox) asks a running start to give up, waits for it to
         # finish, and only then removes what it created.
@@ -198,7 +233,7 @@ class Sandbox:
 
         # Static addresses in start order, known before anything starts: peers are configured
         # by IP, never by name (postgres, typesense, then one per domain server).
-        n_services = 1 + int(req.typesense) + len(req.domains)
+        n_services = 1 + int(req.typesense) + len(req.domains) + len(req.checkout_servers)
         if n_services > self._subnet.capacity:
             raise SandboxError(
                 f"{n_services} services do not fit in one attempt subnet ({self._subnet.capacity})"
@@ -211,14 +246,19 @@ class Sandbox:
         ts_key = secrets.token_urlsafe(18)
         ts = self._typesense = typesense_endpoint(self._subnet.address(1), ts_key) if req.typesense else None
         self._upstream_secret = secrets.token_urlsafe(32)
-        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)]
+        # PostgreSQL only where a native domain keeps its rows (a checkout server keeps its own
+        # state); its address stays reserved, so every other service's address is the same.
+        specs: list[ServiceSpec] = [postgres_spec(images["postgres"], req.limits)] if req.domains else []
         if ts is not None:
             specs.append(typesense_spec(images["typesense"], ts.api_key))
         specs += [
             server_spec(images["servers"], d, server_env(pg.tool_dsn(d), ts, self._upstream_secret))
             for d in req.domains
         ]
-        addresses = {spec.role: self._subnet.address(i) for i, spec in enumerate(specs)}
+        specs += [checkout_server_spec(server, self._upstream_secret) for server in req.checkout_servers]
+        self._data_mounts = {checkout_role(s): data_mounts(s) for s in req.checkout_servers}
+        first = 0 if req.domains else 1
+        addresses = {spec.role: self._subnet.address(first + i) for i, spec in enumerate(specs)}
 
         with ThreadPoolExecutor(max_workers=len(specs)) as pool:
             started = {
@@ -230,7 +270,23 @@ class Sandbox:
             waits = [pool.submit(self._wait_ready, spec, deadline) for spec in specs]
             self._timings = dict(fut.result() for fut in waits)
         self._timings["containers_started"] = t_started - t0
+        if req.checkout_servers:
+            self._init_checkout_servers()
         self._timings["booted"] = time.monotonic() - t0
+
+    def _init_checkout_servers(self) -> None:
+        """__reserved__init with each checkout server's world state, in server_config order
+        (as the reference: one after another). Part of the boot: a warm spare is initialised."""
+        t = time.monotonic()
+        for server in self.request.checkout_servers:
+            self._raise_if_aborted()
+            url = mcp_url(self._ips[checkout_role(server)])
+            interface = bridge_name(self.request.attempt_id)
+            self._init_results[server.name] = init_server(server, url, self._upstream_secret, interface)
+        self._timings["checkout_init"] = time.monotonic() - t
+        # Listed here too, so a pool's spare needs nothing more at the hand-over.
+        urls = {s.name: mcp_url(self._ips[checkout_role(s)]) for s in self.request.checkout_servers}
+        self._checkout_tools = self._list_tools(urls)
 
     def prepare(self) -> AttemptHandle:
         """Phase 2: rotate secrets, seed PostgreSQL, index the policy documents."""
@@ -247,17 +303,22 @@ class Sandbox:
         if pg is None:
             raise SandboxError("prepare() called before boot()")
         collection: str | None = None
-        servers = {d: mcp_url(self._ips[server_role(d)]) for d in req.domains}
+        servers = {d: mcp_url(self._ips[server_role(d)]) for d in req.server_names}
         with ThreadPoolExecutor(max_workers=3) as pool:
-            seeded = pool.submit(self._seed_postgres, pg)
+            seeded = pool.submit(self._seed_postgres, pg) if req.domains else None
             indexed = pool.submit(self._index_documents, ts) if ts is not None else None
-            listed = pool.submit(self._list_tools, servers)
-            self._timings["postgres_seeded"] = seeded.result()
+            native = {d: servers[d] for d in req.domains}
+            listed = pool.submit(self._list_tools, native) if native else None
+            if seeded is not None:
+                self._timings["postgres_seeded"] = seeded.result()
             if indexed is not None and (seconds := indexed.result()) is not None:
                 collection = POLICY_COLLECTION
                 self._timings["policies_indexed"] = seconds
-            tools = listed.result()
-        if req.prepare is not None:
+            listed_now = listed.result() if listed is not None else {}
+            tools = {
+                d: t for d in req.server_names if (t := listed_now.get(d) or self._checkout_tools.get(d))
+            }
+        if req.prepare is not None and req.domains:
             self._capture(pg)
         self._timings["prepared"] = time.monotonic() - t0
         self._timings["ready"] = self._timings["booted"] + self._timings["prepared"]
@@ -271,6 +332,8 @@ class Sandbox:
             typesense_api_key=ts.api_key if ts is not None else None,
             collection=collection,
             servers=servers,
+            checkout_servers=[s.name for s in req.checkout_servers],
+            init_results=dict(self._init_results),
             upstream_secret=self._upstream_secret,
             containers={role: c.get_wrapped_container().id for role, c in self._containers.items()},
             timings=dict(self._timings),
@@ -336,7 +399,7 @@ class Sandbox:
             self.request.limits,
             ip=ip,
             dns=self._subnet.dns_sink,
-            mounts=runtime_volumes.mounts_for(spec.image),
+            mounts=runtime_volumes.mounts_for(spec.image) + self._data_mounts.get(spec.role, []),
         )
         self._containers[spec.role] = container
         try:
@@ -390,7 +453,20 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
+            self._teardown_checkout_servers()
             self._remove_all()
+
+    def _teardown_checkout_servers(self) -> None:
+        """__reserved__teardown where a checkout server has it (bounded; errors ignored)."""
+        if not self.request.checkout_servers or not self._ips:
+            return
+        for server in self.request.checkout_servers:
+            ip = self._ips.get(checkout_role(server))
+            if ip is not None:
+                with contextlib.suppress(Exception):
+                    teardown(
+                        server.name, mcp_url(ip), self._upstream_secret, bridge_name(self.request.attempt_id)
+                    )
 
     def remove_leftovers(self) -> None:
         """Remove what a close() could not (the daemon was away): idempotent, by label."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -21,6 +22,16 @@ def register(sub: Any) -> None:
     validate = tasks_sub.add_parser("validate", help="list every problem in a benchmark directory")
     validate.add_argument("dataset", nargs="?")
     validate.add_argument("--release", help="release test list to check (default: the benchmark's)")
+    validate.add_argument(
+        "--servers",
+        action="store_true",
+        help="also build the image of each checkout server the tasks use and start it once (imports, MCP handshake)",
+    )
+    validate.add_argument(
+        "--server-constraints",
+        metavar="FILE",
+        help="pip constraints for the checkout servers' dependencies (also $TBX_SERVER_CONSTRAINTS)",
+    )
     validate.set_defaults(fn=_validate)
     listing = tasks_sub.add_parser("list", help="the tasks of a benchmark (release order), one per line")
     listing.add_argument("dataset", nargs="?")
@@ -33,7 +44,13 @@ def register(sub: Any) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from bench.dataset import default_root
 
-    return validate_command(Path(args.dataset) if args.dataset else default_root(), release=args.release)
+    if args.server_constraints:
+        from bench.prepare import SERVER_CONSTRAINTS_ENV
+
+        os.environ[SERVER_CONSTRAINTS_ENV] = str(Path(args.server_constraints).absolute())
+    return validate_command(
+        Path(args.dataset) if args.dataset else default_root(), release=args.release, servers=args.servers
+    )
 
 
 def list_command(args: argparse.Namespace) -> int:
@@ -72,7 +89,30 @@ def release_lines(bench: Benchmark) -> list[str]:
     return lines
 
 
-def validate_command(dataset: Path, *, release: str | None = None, out: TextIO | None = None) -> int:
+def server_lines(bench: Benchmark) -> tuple[list[str], int]:
+    """Each checkout server the tasks use, built and started once (tbx tasks validate
+    --servers): one line each, and how many failed."""
+    from bench.prepare import checkout_servers
+    from sandbox import CheckoutServerError, check_tools
+
+    lines, failed, seen = [], 0, set()
+    for task in bench.tasks:
+        if not bench.on_checkout_servers(task) or task.domain in seen:
+            continue
+        seen.add(task.domain)
+        try:
+            for server in checkout_servers(bench, task, check=False):
+                tools = check_tools(server)
+                lines.append(f"server {server.name}: starts, lists {len(tools)} tools ({server.image})")
+        except CheckoutServerError as exc:
+            failed += 1
+            lines.append(f"error: {exc}")
+    return lines, failed
+
+
+def validate_command(
+    dataset: Path, *, release: str | None = None, out: TextIO | None = None, servers: bool = False
+) -> int:
     """Print problems one per line (``path: task: field: message``) and a summary line.
 
     Returns 0 when there are no errors (warnings are printed but allowed), else 1.
@@ -97,6 +137,11 @@ def validate_command(dataset: Path, *, release: str | None = None, out: TextIO |
         print(line, file=stream)
     errors = len(bench.errors)
     warnings = len(bench.problems) - errors + unpinned
+    if servers:
+        lines, failed = server_lines(bench)
+        for line in lines:
+            print(printable(line), file=stream)
+        errors += failed
     if errors:
         status = f"{errors} error{'s' if errors != 1 else ''}"
         if warnings:

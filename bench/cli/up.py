@@ -60,12 +60,14 @@ def _request_from_seed_file(path: Path, domain_name: str | None, **kwargs: Any) 
     return seeded_request({domain.name: rows}, **kwargs)
 
 
-def _request_from_task(task_id: str, dataset: str | None, **kwargs: Any) -> tuple[SandboxRequest, ToolPolicy]:
+def _request_from_task(
+    task_id: str, dataset: str | None, release: str | None = None, **kwargs: Any
+) -> tuple[SandboxRequest, ToolPolicy]:
     from bench.cli.datasets import benchmark_for
     from bench.prepare import sandbox_request
     from bench.run.attempt import task_tool_policy
 
-    bench = benchmark_for("tbx up", dataset)
+    bench = benchmark_for("tbx up", dataset, release)
     matches = [t for t in bench.tasks if t.id == task_id or t.uid == task_id]
     if len(matches) != 1:
         raise SystemExit(f"tbx up: {task_id!r} matches {len(matches)} tasks; give the full id (file.py:uid)")
@@ -83,7 +85,8 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
     header = ": ".join(next(iter(handle.server_headers.items())))
     for domain, url in handle.servers.items():
         lines.append(f"  direct MCP ({domain}, no allow-list):  {url}  (header {header})")
-        lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
+        if domain not in handle.checkout_servers:  # a checkout's own server keeps its own state
+            lines.append(f"  psql:  {handle.pg.psql_command(domain)}")
     if handle.typesense_url:
         lines.append(f"  typesense:  {handle.typesense_url}  (api key {handle.typesense_api_key})")
     lines.append("Ctrl-C tears it down.")
@@ -92,7 +95,7 @@ def describe(handle: AttemptHandle, reg: Registration | None = None) -> str:
 
 def endpoints_json(handle: AttemptHandle, reg: Registration, extra: dict[str, Any] | None = None) -> str:
     """The one JSON line of `tbx up --json` (`extra`: --from's replayed calls and check)."""
-    first = next(iter(handle.servers))
+    native = [d for d in handle.servers if d not in handle.checkout_servers]
     return json.dumps(
         {
             **(extra or {}),
@@ -101,8 +104,8 @@ def endpoints_json(handle: AttemptHandle, reg: Registration, extra: dict[str, An
             "authorization": f"Bearer {reg.token}",
             "url_with_token": reg.path_url,
             "tools": reg.tools,
-            "psql": handle.pg.psql_command(first),
-            "psql_commands": {d: handle.pg.psql_command(d) for d in handle.servers},
+            "psql": handle.pg.psql_command(native[0]) if native else None,
+            "psql_commands": {d: handle.pg.psql_command(d) for d in native},
             "servers": handle.servers,
             "server_headers": handle.server_headers,
             "attempt_id": handle.attempt_id,
@@ -141,6 +144,7 @@ def register(sub: Any) -> None:
         "(default: report the first difference, tear down, exit 1)",
     )
     up.add_argument("--dataset", help="benchmark directory (default: $TBX_DATASET)")
+    up.add_argument("--release", help="the release list TASK is in (default: the benchmark's)")
     up.add_argument("--pg-seed", help="JSON file {table: [rows]} to seed instead of a task")
     up.add_argument(
         "--domain", help="the domain whose tables --pg-seed fills (default: guessed from table names)"
@@ -166,7 +170,7 @@ def up_command(args: argparse.Namespace) -> int:
     if args.pg_seed:
         request = _request_from_seed_file(Path(args.pg_seed), args.domain, **kwargs)
     elif args.task:
-        request, policy = _request_from_task(args.task, args.dataset, **kwargs)
+        request, policy = _request_from_task(args.task, args.dataset, args.release, **kwargs)
     else:
         raise SystemExit("tbx up: give a TASK_ID or --pg-seed FILE.json")
 

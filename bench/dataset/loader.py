@@ -40,6 +40,7 @@ from .models import CHECK_CUSTOM, AgentPrompt, Layout, Scenario, ServerInit, Tas
 from .parse import parse_agent, parse_scenario, parse_test_case, test_case_entries, type_name
 from .pyfile import parse_py_test_file
 from .seeds import check_seed, load_initial_data, load_seed
+from .servers_yaml import SERVERS_YAML, DeclaredServer, ServersYaml, read_servers_yaml
 from .yamlio import parse_yaml, read_text, yaml_error_message
 
 DEFAULT_RELEASE = "testlist_thinkingbox_bench_v1.yaml"
@@ -107,6 +108,9 @@ class Benchmark(BaseModel):
     test_case_count: int
     problems: list[Problem]
     release_support: dict[str, ReleaseSupport] = {}
+    # The servers the checkout's servers/servers.yaml declares that tbx runs as they are
+    # (no tbx domain: sandbox.checkout_server), by name.
+    checkout_servers: dict[str, DeclaredServer] = {}
     # Base rows by export module, checked (and, in a checkout, derived) at load for every
     # domain of the selected tasks, so an attempt never reads or judges the data files.
     _seeds: dict[str, Rows] = PrivateAttr(default_factory=dict)
@@ -129,6 +133,17 @@ class Benchmark(BaseModel):
         for t in self.tasks:
             out.setdefault(t.domain, []).append(t)
         return out
+
+    def servers_of(self, task: Task) -> list[str]:
+        """The task's servers in server_config order: the scenario's, then its init's own."""
+        scen = self.scenario_of(task)
+        return [*scen.servers, *(s for s in task.init if s not in scen.world_state)]
+
+    def on_checkout_servers(self, task: Task) -> bool:
+        """Whether the task runs on its checkout's own servers (no tbx domain)."""
+        return task.domain not in domain_names() and all(
+            s in self.checkout_servers for s in self.servers_of(task)
+        )
 
     def effective_inits(self, task: Task) -> dict[str, ServerInit]:
         """Every server's effective init; freshly merged on each call (safe to mutate)."""
@@ -243,6 +258,8 @@ class _Loaded:
         self.tasks: list[Task] = []
         self.seeds: dict[str, Rows] = {}
         self.unsupported: Counter[str] = Counter()
+        self.servers_yaml = ServersYaml()
+        self.refused: Counter[tuple[str, str]] = Counter()  # (server, why) -> tasks
 
     def rel(self, p: Path) -> str:
         return _rel(p, self.root)
@@ -434,12 +451,21 @@ class _Loaded:
                         Problem(path=self.release, task=task_id, message=f"no such test case: {hint}")
                     )
         for task in candidates:
-            if self.check_task(task):
-                self.tasks.append(task)
+            checked = self.check_task(task)
+            if checked is not None:
+                self.tasks.append(checked)
+                self.test_cases[checked.id] = checked
         self.report_unsupported()
         self.warn_unused_scenarios({t.id for t in candidates})
 
     def report_unsupported(self) -> None:
+        for (server, why), n in sorted(self.refused.items()):
+            self.problems.append(
+                Problem(
+                    path=SERVERS_YAML,
+                    message=f"server {server!r} ({n} task{'s' if n != 1 else ''}): tbx cannot run it: {why}",
+                )
+            )
         if not self.unsupported:
             return
         known = ", ".join(sorted(server_to_domain()))
@@ -457,7 +483,7 @@ class _Loaded:
         task's data_patch against the tables, as seeding will: what an attempt would refuse is found
         here, before any sandbox boots (each problem names its file or task)."""
         seeds: dict[str, Rows] = {}
-        for name in sorted({t.domain for t in self.tasks}):
+        for name in sorted({t.domain for t in self.tasks if t.domain in domain_names()}):
             domain = load_domain(name)
             try:
                 seeds[name] = read_seed(self.root, self.layout, domain.module, domain)
@@ -467,6 +493,9 @@ class _Loaded:
             self.seeds[domain.module] = seeds[name]
         usable: list[Task] = []
         for task in self.tasks:
+            if task.domain not in domain_names():  # on the checkout's own servers: no seed rows
+                usable.append(task)
+                continue
             seed = seeds.get(task.domain)
             if seed is None:
                 continue
@@ -497,7 +526,7 @@ class _Loaded:
                 task = self.test_cases.get(task_id)
                 if task is None or task.scenario not in self.scenarios:
                     continue
-                if task.domain in domain_names():
+                if task.domain in domain_names() or self.checkout_domain(task) is not None:
                     runnable += 1
                 else:
                     unsupported[_server_label(task, self.scenarios[task.scenario])] += 1
@@ -508,7 +537,29 @@ class _Loaded:
             )
         return out
 
-    def check_task(self, task: Task) -> bool:
+    def task_servers(self, task: Task) -> list[str]:
+        scen = self.scenarios[task.scenario]
+        return [*scen.servers, *(s for s in task.init if s not in scen.world_state)]
+
+    def checkout_domain(self, task: Task) -> str | None:
+        """A task without a tbx domain whose servers the checkout declares runnable: its
+        domain is their names (server_config order), else None."""
+        if task.domain in domain_names() or task.scenario not in self.scenarios:
+            return None
+        servers = self.task_servers(task)
+        if not servers or any(s not in self.servers_yaml.servers or _known_domain(s) for s in servers):
+            return None
+        return ",".join(servers)
+
+    def check_task(self, task: Task) -> Task | None:
+        """The task as tbx runs it (a checkout-server task gets its servers as domain), or
+        None with its problems recorded."""
+        checkout = self.checkout_domain(task)
+        if checkout is not None:
+            task = task.model_copy(update={"domain": checkout})
+        return task if self._check_task(task) else None
+
+    def _check_task(self, task: Task) -> bool:
         def add(field: str | None, message: str, severity: Severity = "error") -> None:
             self.problems.append(
                 Problem(path=task.source, task=task.uid, field=field, message=message, severity=severity)
@@ -528,8 +579,14 @@ class _Loaded:
                 ok = False
         if not ok:
             return False
-        if task.domain not in domain_names():
-            self.unsupported[_server_label(task, scen)] += 1  # one problem per server: report_unsupported
+        if task.domain not in domain_names() and not all(
+            s in self.servers_yaml.servers for s in self.task_servers(task)
+        ):
+            refused = [s for s in self.task_servers(task) if s in self.servers_yaml.refused]
+            for server in refused:
+                self.refused[(server, self.servers_yaml.refused[server])] += 1
+            if not refused:
+                self.unsupported[_server_label(task, scen)] += 1  # one problem per server: report_unsupported
             return False
         try:
             inits = effective_inits(task, scen)
@@ -578,6 +635,7 @@ class _Loaded:
             test_case_count=self.count,
             problems=self.problems,
             release_support=self.release_support(),
+            checkout_servers=self.servers_yaml.servers,
         )
         bench._seeds.update(self.seeds)
         return bench
@@ -595,6 +653,8 @@ def _load(root: Path | str, release: str | Path | None) -> Benchmark:
         )
         return loaded.benchmark()
     loaded.load_scenarios()
+    loaded.servers_yaml, problems = read_servers_yaml(loaded.root)
+    loaded.problems.extend(problems)
     loaded.load_agents()
     loaded.load_test_cases()
     loaded.load_releases(release)

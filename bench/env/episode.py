@@ -67,6 +67,7 @@ from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.causes import fault_of
 from bench.run.client_errors import client_error_text
+from bench.run.errors import NoVerdictSource
 from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.prefix import PrefixCall, fork_calls, replay_prefix, replayed_results
@@ -214,7 +215,9 @@ class Episode:
             domain=task.domain,
         )
         timings: dict[str, float] = {}
-        golden_task = asyncio.create_task(host.golden.get(task))
+        # A task on its checkout's own servers has no golden calls (bench.run.errors.NoVerdictSource).
+        checkout = host.bench.on_checkout_servers(task)
+        golden_task = asyncio.create_task(_nothing() if checkout else host.golden.get(task))
         try:
             spec = await host.attempt_spec(task, self.repeat, self.attempt_id)
             outcome = AttemptOutcome.of(spec)
@@ -258,13 +261,19 @@ class Episode:
             calls = outcome.prefix + outcome.calls  # every call that made the state
             # no terminal state only after the agent's own load took the database down
             assert self._run is not None
-            assert outcome.terminal_state is not None or outcome.resource_limit is not None
+            assert checkout or outcome.terminal_state is not None or outcome.resource_limit is not None
             traj = self._trajectory()
             assert traj is not None
             outcome.trajectory = traj
             outcome.usage = usage_of(traj)
+            if checkout:
+                raise NoVerdictSource(
+                    f"{task.id} runs on its checkout's own servers ({task.domain}); its checks are the test "
+                    "functions of its file, which tbx does not run yet: no verdict source, not scored"
+                )
             t = time.monotonic()
             golden = await golden_task
+            assert golden is not None
             timings["golden_wait"] = time.monotonic() - t
             t = time.monotonic()
             graded = await grade(
@@ -585,3 +594,7 @@ def _tool_error(rec: ToolCall, calls: list[ProxyCall]) -> ToolErrorKind | None:
 
 
 __all__ = ["Episode", "McpEndpointError"]
+
+
+async def _nothing() -> None:
+    return None

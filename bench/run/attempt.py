@@ -33,14 +33,14 @@ from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_serial
 from bench.dataset import Benchmark, Task
 from bench.defaults import POLICY_SEARCH, WALL_CLOCK, PolicySearch
 from bench.llm.config import ModelsConfig
-from bench.prepare import TaskPreparation, initial_state
+from bench.prepare import TaskPreparation, checkout_servers, initial_state
 from bench.rollout.agents import AgentScript
 from bench.rollout.brief import TaskBrief, task_brief
 from bench.rollout.trajectory import Trajectory
 from bench.run.causes import fault_of
 from bench.run.results import RoleUsage
 from judge import State, ToolCallView
-from sandbox import Fault, Limits, SandboxRequest, ToolPolicy
+from sandbox import CheckoutServer, Fault, Limits, SandboxRequest, ToolPolicy
 from servers.engine.seeding import initial_rows
 from servers.registry import load_domain
 
@@ -86,6 +86,9 @@ class AttemptSpec(BaseModel):
     # What the agent loop needs of the task (None: the attempt is not driven by tbx's
     # loop, e.g. a session API's, whose agent is the client).
     brief: TaskBrief | None = None
+    # The checkout's own servers the task runs on (servers.yaml, no tbx domain; their world
+    # state inside): then there are no seed rows, documents or canonical states.
+    checkout_servers: list[CheckoutServer] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _brief_is_the_agents(self) -> AttemptSpec:
@@ -120,6 +123,15 @@ class AttemptSpec(BaseModel):
         return self._preparation[1]
 
     def sandbox_request(self) -> SandboxRequest:
+        if self.checkout_servers:
+            return SandboxRequest(
+                checkout_servers=self.checkout_servers,
+                typesense=False,
+                run_id=self.run_id,
+                attempt_id=self.attempt_id,
+                limits=self.limits,
+                images=self.images or None,
+            )
         return SandboxRequest(
             domains=[self.domain],
             prepare=self.preparation(),
@@ -153,7 +165,8 @@ def attempt_spec(
     here, where the dataset is. `brief` False: the attempt is not driven by tbx's agent
     loop (the OpenEnv episode's remote agent, which converses where the dataset is).
     `agent_script`: the run's script file, what the `scripted` agent plays."""
-    init = bench.effective_init(task)
+    checkout = bench.on_checkout_servers(task)
+    init = None if checkout else bench.effective_init(task)
     return AttemptSpec(
         run_id=run_id,
         attempt_id=attempt_id,
@@ -166,8 +179,10 @@ def attempt_spec(
         bundle_hash=bundle_hash,
         wall_clock=wall_clock,
         limits=limits or Limits(),
-        seed=initial_state(bench, task),
-        policy_sources=[s.model_dump() for s in init.sources],
+        seed={} if init is None else initial_state(bench, task),
+        policy_sources=[] if init is None else [s.model_dump() for s in init.sources],
+        typesense=not checkout,
+        checkout_servers=checkout_servers(bench, task) if checkout else [],
         tool_policy=task_tool_policy(bench, task),
         policy_search=policy_search,
         harness=list(harness),
@@ -233,6 +248,12 @@ class AttemptOutcome(BaseModel):
     node: str | None = None  # the cluster node it ran on (`tbx run --ray`), else None
     # How far the attempt got (bench.run.lifecycle): where a system error struck (None: not told).
     phase: TryPhase | None = None
+    # A task on its checkout's own servers (sandbox.checkout_server): each server's
+    # __reserved__geteffects object (server name -> object, {} for anything else) and its
+    # __reserved__init answer minus `status`, in server_config order, key order kept (what
+    # the test functions read as x.effects and x.init_result). Empty for tbx's domains.
+    server_effects: dict[str, Any] = Field(default_factory=dict)
+    init_results: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -41,7 +41,7 @@ from bench.rollout.agents import AgentScript
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, TryPhase, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
-from bench.run.errors import BundleChanged, OutputUnwritable, RubricsNeedJudge
+from bench.run.errors import BundleChanged, NoVerdictSource, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
@@ -290,7 +290,12 @@ class Coordinator:
         for t, _ in todo:
             budget[t.domain] = budget.get(t.domain, 0) + 1
         self.executor.sandboxes.plan(
-            budget, [Upcoming([t.domain], functools.partial(self._preparation, t)) for t, _ in todo]
+            budget,
+            [
+                Upcoming([t.domain], functools.partial(self._preparation, t))
+                for t, _ in todo
+                if not self.bench.on_checkout_servers(t)  # booted initialised, prepared by none
+            ],
         )
         sem = asyncio.Semaphore(self.opts.concurrency)
         await self.executor.open()
@@ -359,6 +364,8 @@ class Coordinator:
         failures: list[tuple[str, Exception]] = []
 
         async def one(task: Task) -> None:
+            if self.bench.on_checkout_servers(task):
+                return  # no golden calls: its servers' effects are what its test functions read
             async with sem:
                 try:
                     await self.golden.get(task)
@@ -407,7 +414,8 @@ class Coordinator:
         phase: TryPhase | None = "golden"  # where the try stands: errors.jsonl's `phase` if it fails
         try:
             t = time.monotonic()
-            golden = await self.golden.get(task)
+            checkout = self.bench.on_checkout_servers(task)
+            golden = None if checkout else await self.golden.get(task)
             timings["golden"] = time.monotonic() - t
             phase = "checkout"
             spec = await asyncio.to_thread(self.spec_for, task, repeat, attempt_id)
@@ -417,6 +425,11 @@ class Coordinator:
             if outcome.system_error is not None:
                 raise _TryFailed(outcome.trajectory, outcome.system_error)
             phase = "grading"
+            if golden is None:
+                raise NoVerdictSource(
+                    f"{task.id} runs on its checkout's own servers ({task.domain}); its checks are the test "
+                    "functions of its file, which tbx does not run yet: no verdict source, not scored"
+                )
             t = time.monotonic()
             graded = await grade(
                 self.bench,

@@ -75,3 +75,11 @@ class RubricsNeedJudge(RunError):
 
 class GradingError(RuntimeError):
     """An attempt cannot be graded (no terminal state, rubrics without answers or judge)."""
+
+
+class NoVerdictSource(RuntimeError):
+    """A task on its checkout's own servers (servers.yaml, no tbx domain) has no golden calls
+    to replay: its checks are the test functions of its file, which tbx does not run yet. Its
+    attempt runs and is recorded (calls, trajectory, the servers' effects) but never scored."""
+
+    fault = Fault("judge", retryable=False)

@@ -29,9 +29,11 @@ inside it; the Session API does the same for an agent it does not run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from bench.harness_names import STATE_CHECK
 from bench.rollout.agent_loop import run_agent
@@ -56,6 +58,7 @@ from sandbox import (
     lost_fate_of,
     open_sandbox,
     register_request,
+    server_effects,
 )
 
 __all__ = ["LiveAttempt", "call_views", "execute_attempt", "open_attempt"]
@@ -159,6 +162,16 @@ async def _dump(lease: SandboxLease, domain: str) -> State:
     return await asyncio.to_thread(dump_dsn, lease.admin_dsn(domain), domain)
 
 
+async def _server_effects(lease: SandboxLease) -> dict[str, Any]:
+    """The checkout servers' own effects (__reserved__geteffects), in server_config order."""
+    handle = lease.handle
+    if handle is None or not handle.checkout_servers:
+        return {}
+    return await asyncio.to_thread(
+        server_effects, handle.checkout_servers, handle.servers, handle.upstream_secret, lease.interface
+    )
+
+
 async def _initial_state(lease: SandboxLease, domain: str, request: SandboxRequest) -> State:
     """The state read when the sandbox was prepared for this request's preparer, if nothing
     has written since (`SandboxLease.prepared_states`), else a dump now."""
@@ -186,7 +199,10 @@ async def open_attempt(
     outcome.phase = "checkout"
     async with open_sandbox(provider, request, label=f"attempt {spec.attempt_id}", timings=timings) as lease:
         t = time.monotonic()
-        outcome.initial_state = await _initial_state(lease, spec.domain, request)
+        if spec.checkout_servers:  # their state is theirs: init answers now, effects at the end
+            outcome.init_results = dict(lease.handle.init_results) if lease.handle is not None else {}
+        else:
+            outcome.initial_state = await _initial_state(lease, spec.domain, request)
         timings["initial_dump"] = time.monotonic() - t
         reg = await proxy.aregister(register_request(lease, spec.attempt_id, spec.tool_policy))
         live = LiveAttempt(spec, outcome, lease, proxy, reg)
@@ -213,7 +229,11 @@ async def open_attempt(
         if loss is not None:  # the attempt's own doing: its outcome, whatever the body saw
             outcome.phase = "terminal_dump"
             outcome.resource_limit = loss.cause
-            outcome.terminal_state = await _dump_if_readable(lease, spec.domain)
+            if spec.checkout_servers:
+                with contextlib.suppress(Exception):
+                    outcome.server_effects = await _server_effects(lease)
+            else:
+                outcome.terminal_state = await _dump_if_readable(lease, spec.domain)
             timings["final_dump"] = time.monotonic() - t
             if failed is not None:
                 raise ResourceLimitHit(loss.cause) from failed
@@ -221,7 +241,10 @@ async def open_attempt(
             if failed is not None:
                 raise failed
             outcome.phase = "terminal_dump"
-            outcome.terminal_state = await _dump(lease, spec.domain)
+            if spec.checkout_servers:
+                outcome.server_effects = await _server_effects(lease)
+            else:
+                outcome.terminal_state = await _dump(lease, spec.domain)
             timings["final_dump"] = time.monotonic() - t
 
 

@@ -33,6 +33,7 @@ import httpx
 import mcp_types as types
 
 from bench.dataset import Benchmark
+from bench.prepare import checkout_servers_of
 from bench.run.attempt import AttemptOutcome, AttemptSpec
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.lifecycle import LiveAttempt
@@ -60,7 +61,9 @@ from sandbox import (
     ToolPolicy,
     UpstreamPool,
     new_id,
+    server_effects,
 )
+from servers.registry import server_to_domain
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,9 @@ class Session:
         self.info: dict[str, Any] = {}
         self.last_activity = time.time()
         self.entry: SessionServer | None = None
+        # The checkout's own server the session runs (servers.yaml, no tbx domain), if so:
+        # then there is no golden material, and /get_effects is the server's own effects.
+        self.checkout: str | None = None
         self.task_id = f"session:{session_id}"
         self.held: HeldAttempt | None = None
         self.live: LiveAttempt | None = None
@@ -237,6 +243,8 @@ class SessionTable:
             check_tools(None, body.available_tools)
             return {}
         name = servers[0]
+        if name in self.bench.checkout_servers and name not in server_to_domain():
+            return await self._init_checkout(session, body, name)
         entry = await asyncio.to_thread(parse_entry, self.bench, name, body.server_config[name])
         check_tools(entry, body.available_tools)
         session.entry = entry
@@ -260,6 +268,54 @@ class SessionTable:
         assert session.held is not None
         replayed = await replay_prefix(session.held, prefix)
         return {name: {"prefix": replayed_results(replayed)}}
+
+    async def _init_checkout(self, session: Session, body: CreateBody, name: str) -> dict[str, Any]:
+        """A session on one of the checkout's own servers: its server_config entry is the
+        world state its __reserved__init gets; the answer is the init result."""
+        if body.prefix is not None or body.fork_of is not None:
+            raise ApiError(
+                f"{INVALID_INPUT}: prefix and fork_of are not supported on a checkout server ({name})"
+            )
+        world_state = body.server_config[name]
+        if not isinstance(world_state, dict):
+            raise ApiError(INVALID_INPUT)
+        servers = await asyncio.to_thread(checkout_servers_of, self.bench, {name: world_state})
+        spec = AttemptSpec(
+            run_id=self.run_id,
+            attempt_id=new_id(f"sess-{name}"),
+            task_id=session.task_id,
+            domain=name,
+            repeat=0,
+            agent=AGENT_NAME,
+            images=self._images(),
+            typesense=False,
+            checkout_servers=servers,
+            tool_policy=ToolPolicy(allowed_tools=session.available),
+        )
+        session.checkout = name
+        await session.open(spec, self.provider, self.proxy)
+        live = session.live
+        assert live is not None
+        handle = live.lease.handle
+        offered = {t["name"] for t in (handle.tools.get(name, []) if handle is not None else [])}
+        for tool in session.available:
+            if tool not in offered:
+                raise ApiError(f"Tool {tool} does not exist")
+        session.tools = await self._visible_tools(session)
+        return {name: live.outcome.init_results.get(name, {})}
+
+    async def _checkout_effects(self, session: Session, lost_status: int) -> dict[str, Any]:
+        held = self._check_alive(session, lost_status)
+        handle = held.live.lease.handle
+        assert handle is not None and session.checkout is not None
+        effects = await asyncio.to_thread(
+            server_effects,
+            handle.checkout_servers,
+            handle.servers,
+            handle.upstream_secret,
+            held.live.lease.interface,
+        )
+        return dict(effects[session.checkout])
 
     async def _prefix(self, session: Session, body: CreateBody) -> list[PrefixCall]:
         """The calls a create replays: a fork's parent's calls so far (taken behind the
@@ -340,12 +396,13 @@ class SessionTable:
             wrapped = ServerToolArgs.model_validate(arguments)
         except ValidationError as exc:
             raise ApiError(str(exc)) from None
-        server = session.entry.server if session.entry is not None else None
+        server = session.entry.server if session.entry is not None else session.checkout
         missing = ApiError(f"Tool {wrapped.server_name} > {wrapped.tool_name} does not exist")
         if wrapped.server_name != server:
             raise missing
         if wrapped.tool_name == GETEFFECTS:  # answered host-side, like /get_effects
-            effects = await session.run(lambda: self._server_effects(session, 400))
+            read = self._checkout_effects if session.checkout is not None else self._server_effects
+            effects = await session.run(lambda: read(session, 400))
             text = json.dumps(effects)
         elif wrapped.tool_name in session.tools:
             text = await session.run(lambda: self._call(session, wrapped.tool_name, wrapped.arguments))
@@ -401,6 +458,8 @@ class SessionTable:
     # ---- effects --------------------------------------------------------------------
     async def get_effects(self, session: Session) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if session.checkout is not None:
+            out[session.checkout] = await session.run(lambda: self._checkout_effects(session, 500))
         if session.entry is not None:
             # Spec §3.5: effects that cannot be read are a 500 (a tool call's failure is a 400).
             out[session.entry.server] = await session.run(lambda: self._server_effects(session, 500))

@@ -6,6 +6,7 @@ Docker, so no daemon is needed to see it)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from bench.dataset.checkout_seeds import toolslib_dir
 from servers.registry import load_domain
 
 REPO = Path(__file__).resolve().parents[4]
-CHECKOUT = REPO.parent / "shared/benchmarks/thinkingbox-data"
+CHECKOUT = Path(os.environ.get("TBX_CHECKOUT", REPO.parent / "shared/benchmarks/thinkingbox-data"))
 RETAIL_TASK = "sandbox_external_retail_group1.py:test_case_ST003_006"
 
 
@@ -27,18 +28,42 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list
     return code, captured.err.splitlines()
 
 
-def test_the_airline_release_names_its_server_and_starts_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _checkout_with_servers_yaml(root: Path, servers_yaml: str) -> Path:
+    """A checkout whose dataset and support are the real one's, with its own servers/."""
+    root.mkdir()
+    for name in ("dataset", "releases", "support"):
+        (root / name).symlink_to(CHECKOUT / name)
+    (root / "servers").mkdir()
+    (root / "servers" / "servers.yaml").write_text(servers_yaml)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("servers_yaml", "why"),
+    [
+        (
+            "servers:\n  airline_tau_bench: {type: mcp-sse, command: [x]}\n",
+            "unknown type 'mcp-sse' (servers.yaml types: mcp-process, mcp-remote)",
+        ),
+        (
+            "servers:\n  airline_tau_bench:\n    type: mcp-process\n"
+            "    command: ['{python}', -m, thinkingbox_tools.mcp_airline_tau_bench]\n",
+            "its package folder servers/thinkingbox_tools does not exist",
+        ),
+    ],
+    ids=["unknown-type", "no-package-folder"],
+)
+def test_a_checkout_server_tbx_cannot_run_is_named_and_starts_nothing(
+    servers_yaml: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    root = _checkout_with_servers_yaml(tmp_path / "data", servers_yaml)
     out = tmp_path / "out"
-    argv = ["run", "--dataset", str(CHECKOUT), "--release", "dataset_2604_airline_tau_bench"]
+    argv = ["run", "--dataset", str(root), "--release", "dataset_2604_airline_tau_bench"]
     code, lines = _run([*argv, "--agent", "oracle", "--out", str(out)], capsys)
     assert code == 2
     assert lines[0].startswith("tbx run: 1 problem in the benchmark data at ")
-    assert lines[1] == (
-        "releases/dataset_2604_airline_tau_bench/testlist_2604_airline_tau_bench.yaml: server "
-        "'airline_tau_bench': tbx has no domain for it (21 tasks); tbx runs external_booking_v1, "
-        "sandbox_auto_insurance, sandbox_consulting, sandbox_external_retail, sandbox_neobank_support_v1"
+    assert (
+        lines[1] == f"servers/servers.yaml: server 'airline_tau_bench' (21 tasks): tbx cannot run it: {why}"
     )
     assert len(lines) == 2
     assert not out.exists()
