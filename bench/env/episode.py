@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from bench.dataset import Task
-from bench.defaults import RETRY_AFTER, TIMEOUTS
+from bench.defaults import MODEL_WAIT_FACTOR, RETRY_AFTER, TIMEOUTS
 from bench.env.host import AGENT_NAME, EnvHost
 from bench.env.protocol import (
     CallToolAction,
@@ -490,8 +490,10 @@ class Episode:
 
     async def _user_reply(self, run: Conversation) -> str | None:
         """The simulated user's answer; the time its model endpoint takes is not the agent's:
-        the wall clock's deadline moves on by it (`timings.model_wait`)."""
-        waited = ModelWait()
+        the wall clock's deadline moves on by it (`timings.model_wait`), up to the episode's
+        bound on model wait (`model_wait_factor` wall clocks; past it, ModelWaitExceeded)."""
+        limit = self.host.opts.wall_clock * MODEL_WAIT_FACTOR - run.timings.get("model_wait", 0.0)
+        waited = ModelWait(limit=limit)
         token = MODEL_WAIT.set(waited)
         try:
             return await run.user_reply()
