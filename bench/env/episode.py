@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from bench.dataset import Task
-from bench.defaults import MODEL_WAIT_FACTOR, RETRY_AFTER, TIMEOUTS
+from bench.defaults import RETRY_AFTER, TIMEOUTS
 from bench.env.host import AGENT_NAME, EnvHost
 from bench.env.protocol import (
     CallToolAction,
@@ -369,6 +369,7 @@ class Episode:
             task_brief(bench, task, "llm"),
             agent=AGENT_NAME,
             wall_clock=host.opts.wall_clock,
+            model_wait_factor=host.config.model_wait_factor,
             # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
             call_timeout=host.opts.call_timeout + TIMEOUTS.reply_grace,
             seed=self.repeat,
@@ -492,7 +493,7 @@ class Episode:
         """The simulated user's answer; the time its model endpoint takes is not the agent's:
         the wall clock's deadline moves on by it (`timings.model_wait`), up to the episode's
         bound on model wait (`model_wait_factor` wall clocks; past it, ModelWaitExceeded)."""
-        limit = self.host.opts.wall_clock * MODEL_WAIT_FACTOR - run.timings.get("model_wait", 0.0)
+        limit = run.spec.wall_clock * run.spec.model_wait_factor - run.timings.get("model_wait", 0.0)
         waited = ModelWait(limit=limit)
         token = MODEL_WAIT.set(waited)
         try:

@@ -18,7 +18,7 @@ from llama_like import MODEL_PATH, LlamaLike
 from bench.defaults import MODEL_WAIT_FACTOR
 from bench.env.endpoint_probe import check_roles, manifest_servers
 from bench.llm.client import MODEL_WAIT, LLMClient, ModelWait, ModelWaitExceeded, UsageLedger
-from bench.llm.config import RoleConfig
+from bench.llm.config import RoleConfig, parse_models_config
 from bench.rollout.agent_loop import run_loop
 from bench.rollout.agents import LLMAgent, ScriptedUser
 from bench.rollout.trajectory import SYSTEM_ERROR
@@ -56,15 +56,15 @@ async def test_a_slow_endpoint_is_bounded_a_system_error_and_every_request_spent
     server: LlamaLike, mcp_server: FakeMcp
 ) -> None:
     server.slow = 0.4
-    wall = 0.2  # model wait bound: MODEL_WAIT_FACTOR wall clocks
-    limit = wall * MODEL_WAIT_FACTOR
+    wall, factor = 0.4, 2.0  # model wait bound: `factor` wall clocks
+    limit = wall * factor
     mcp_server.reset()
     t = time.monotonic()
     ledger = UsageLedger()  # the attempt's, as run_agent makes it
     async with LLMClient(role(server.url)) as client:
         with pytest.raises(ModelWaitExceeded) as err:
             await run_loop(
-                spec(wall_clock=wall, max_agent_turns=100),
+                spec(wall_clock=wall, model_wait_factor=factor, max_agent_turns=100),
                 LLMAgent(client, ledger=ledger),
                 ScriptedUser(["more"] * 100),
                 mcp_server.url,
@@ -123,3 +123,14 @@ async def test_the_start_up_checks_tokens_are_in_the_manifest_once_per_endpoint(
     }
     assert "probe_usage" not in servers["user"] and "probe_usage" not in servers["judge"]
     assert servers["judge"]["models"] == [{"id": MODEL_PATH, "owned_by": "me"}]
+
+
+def test_the_bound_is_the_models_configs_else_the_default_and_in_the_bundle_only_when_set() -> None:
+    role_ = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    plain = parse_models_config({"agent": role_})
+    assert plain.model_wait_factor is None and "model_wait_factor" not in plain.public_dict()
+    assert MODEL_WAIT_FACTOR == 4.0 and spec().model_wait_factor == MODEL_WAIT_FACTOR
+    set_ = parse_models_config({"agent": role_, "model_wait_factor": 1.5})
+    assert set_.public_dict()["model_wait_factor"] == 1.5
+    with pytest.raises(ValueError, match="model_wait_factor"):
+        parse_models_config({"agent": role_, "model_wait_factor": 0})
