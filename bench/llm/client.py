@@ -539,9 +539,9 @@ class LLMClient:
         cfg = self.config
         return ModelWaitExceeded(
             f"{self.role} model endpoint {cfg.base_url} (model {cfg.model}): the attempt waited "
-            f"{wait.elapsed():.0f} s on model endpoints, past its bound of {wait.limit:g} s "
-            f"(the wall clock times bench.defaults' model_wait_factor); the endpoint is too slow "
-            f"or too busy: lower max_concurrency, or raise --wall-clock",
+            f"{wait.elapsed():.1f} s on model endpoints, past its bound of {wait.limit:g} s "
+            f"(model_wait_factor times the wall clock); the endpoint is too slow or too busy: "
+            f"lower max_concurrency, or raise --wall-clock or the models config's model_wait_factor",
             role=self.role,
             model=cfg.model,
             base_url=cfg.base_url,
