@@ -134,3 +134,32 @@ def test_the_bound_is_the_models_configs_else_the_default_and_in_the_bundle_only
     assert set_.public_dict()["model_wait_factor"] == 1.5
     with pytest.raises(ValueError, match="model_wait_factor"):
         parse_models_config({"agent": role_, "model_wait_factor": 0})
+
+
+async def test_env_serves_simulated_user_waits_have_the_same_bound(server: LlamaLike) -> None:
+    from types import SimpleNamespace
+
+    from bench.env.episode import Episode
+    from bench.rollout.conversation import Conversation
+    from bench.rollout.trajectory import UserTurn
+    from bench.rollout.user_sim import LLMUser
+
+    server.slow = 0.2
+    ledger = UsageLedger()
+    async with LLMClient(role(server.url), role="user") as client:
+        run = Conversation(
+            spec(wall_clock=0.5, model_wait_factor=2.0, max_user_turns=50),
+            None,
+            LLMUser(client, "ctx", ledger=ledger),
+            ledger,
+        )
+        run.add_user(UserTurn(index=0, source="query", text="hi"))
+        episode = SimpleNamespace(_deadline=100.0)  # the episode's state _user_reply moves
+        with pytest.raises(ModelWaitExceeded):
+            for _ in range(40):
+                run.add_assistant("Which order?")
+                await Episode._user_reply(episode, run)  # type: ignore[arg-type]
+    waited = run.timings["model_wait"]
+    assert 1.0 <= waited < 1.0 + server.slow + 0.5  # the bound (1 s) plus the request in flight
+    assert episode._deadline == pytest.approx(100.0 + waited)  # the wall clock stopped meanwhile
+    assert ledger.by_role()["user"].calls == len(server.requests) >= 2  # each one recorded
