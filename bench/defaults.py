@@ -19,10 +19,19 @@ class Timeouts(SandboxTimeouts):
     their one home) and its wall clock."""
 
     wall_clock: float = Field(default=900.0, gt=0)  # seconds per attempt (an env serve episode too)
+    # The wall clock stops while tbx waits on a model endpoint; that wait has its own bound,
+    # this many wall clocks per attempt (bench.llm.client.ModelWait): past it, the attempt is a
+    # system error of cause `model endpoint` (the endpoint's slowness, not the agent's).
+    model_wait_factor: float = Field(default=4.0, gt=0)
+
+    @property
+    def max_model_wait(self) -> float:
+        return self.wall_clock * self.model_wait_factor
 
 
 TIMEOUTS = Timeouts()
 WALL_CLOCK = TIMEOUTS.wall_clock
+MODEL_WAIT_FACTOR = TIMEOUTS.model_wait_factor  # model wait allowed per attempt, in wall clocks
 CALL_TIMEOUT = TIMEOUTS.call  # the tool proxy's bound per tool call (`--call-timeout`)
 START_TIMEOUT = TIMEOUTS.boot  # a sandbox's boot, cold or warm (`tbx env serve --start-timeout`)
 DAEMON_WAIT = 120.0  # seconds a run holds new tries while the container daemon does not answer

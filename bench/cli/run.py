@@ -181,7 +181,7 @@ def check_endpoints(config: ModelsConfig, roles: list[str]) -> dict[str, Any]:
     is said and the run goes on. What each server said of itself, for the manifest."""
     import asyncio
 
-    from bench.env.endpoint_probe import check_roles
+    from bench.env.endpoint_probe import check_roles, manifest_servers
     from bench.llm.config import ModelsConfigError
 
     probes = asyncio.run(check_roles({r: config.role(r) for r in roles}))
@@ -192,7 +192,7 @@ def check_endpoints(config: ModelsConfig, roles: list[str]) -> dict[str, Any]:
             print(f"tbx run: {printable(result.detail)}; going on", file=sys.stderr)
         elif not result.ok:
             raise RunError(f"tbx run: {result.detail}")
-    return {role: result.server for role, result in probes.items() if result.server is not None}
+    return manifest_servers(probes)
 
 
 def _check_writable(out: Path) -> None:

@@ -7,7 +7,9 @@ enough and costs nothing. Many OpenAI-compatible servers do not implement it
 without `/v1`, looks the same from there; a single-model server (llama-cpp-python)
 lists its file path, not the configured name: so when the list is missing or does
 not name the model, the cheapest real request (`POST {base_url}/chat/completions`,
-`max_tokens: 1`) decides. A success is remembered for PROVEN_SECONDS so polling
+`max_tokens: 1`) decides; its tokens, as the server counted them, are the probe's
+`usage` (`tbx run`'s manifest: `model_servers[role].probe_usage`, on the first role
+of those sharing the endpoint). A success is remembered for PROVEN_SECONDS so polling
 `/ready` does not spend tokens.
 
 A check waits as long as the role's `timeout` (a request would), and tells a busy
@@ -44,6 +46,10 @@ class Probe:
 
     def __init__(self, ok: bool, detail: str, state: State = "ok", server: dict[str, Any] | None = None):
         self.ok, self.detail, self.state, self.server = ok, detail, state, server
+        # the completion request's tokens, when one was answered (None: no tokens were spent
+        # or the server reported none); `role`: the role it was made for
+        self.usage: dict[str, Any] | None = None
+        self.role: str | None = None
 
     @staticmethod
     def failed(state: State, detail: str) -> Probe:
@@ -129,15 +135,35 @@ async def _completions(
             "refused", f"{role}: {url} answers HTTP {r.status_code} to a 1-token request: {r.text[:200]!r}"
         )
     try:
-        choices = r.json().get("choices")
+        reply = r.json()
+        choices = reply.get("choices")
     except (ValueError, AttributeError):
-        choices = None
+        reply, choices = None, None
+    spent = _usage(role, reply)
     if not isinstance(choices, list):
         return Probe.failed(
             "refused", f"{role}: {url} answers HTTP {r.status_code} but not a chat completion; fix base_url"
         )
     why = f"{listed}, but" if listed else "no /models list;"
-    return Probe(True, f"{cfg.model} at {cfg.base_url}: {why} a 1-token completion worked")
+    result = Probe(True, f"{cfg.model} at {cfg.base_url}: {why} a 1-token completion worked")
+    result.usage, result.role = spent, role
+    return result
+
+
+def _usage(role: str, reply: Any) -> dict[str, Any] | None:
+    """The tokens a completion's `usage` says were spent (the manifest's `probe_usage`)."""
+    usage = reply.get("usage") if isinstance(reply, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return {
+        "role": role,
+        "calls": 1,
+        "input_tokens": usage.get("prompt_tokens") or 0,
+        "cached_tokens": cached or 0,
+        "output_tokens": usage.get("completion_tokens") or 0,
+    }
 
 
 async def probe(
@@ -214,6 +240,20 @@ class ProbeCache:
         return result
 
 
+def manifest_servers(probes: dict[str, Probe]) -> dict[str, Any]:
+    """The manifest's `model_servers`: what each role's server said of itself, and the
+    start-up check's tokens (`probe_usage`) on the role whose probe spent them (roles
+    sharing an endpoint share one probe: counted once)."""
+    out: dict[str, Any] = {}
+    for role, p in probes.items():
+        entry = dict(p.server) if p.server is not None else {}
+        if p.usage is not None and p.role == role:
+            entry["probe_usage"] = p.usage
+        if entry:
+            out[role] = entry
+    return out
+
+
 async def check_roles(roles: dict[str, RoleConfig]) -> dict[str, Probe]:
     """Every role's endpoint probed at once (one probe per distinct endpoint and model)."""
 
@@ -228,4 +268,4 @@ async def check_roles(roles: dict[str, RoleConfig]) -> dict[str, Probe]:
     return {role: distinct[same(cfg)].result() for role, cfg in roles.items()}
 
 
-__all__ = ["Probe", "ProbeCache", "check_roles", "probe", "server_info"]
+__all__ = ["Probe", "ProbeCache", "check_roles", "manifest_servers", "probe", "server_info"]

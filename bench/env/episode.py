@@ -369,6 +369,7 @@ class Episode:
             task_brief(bench, task, "llm"),
             agent=AGENT_NAME,
             wall_clock=host.opts.wall_clock,
+            model_wait_factor=host.config.model_wait_factor,
             # the proxy's own limit answers first (and is recorded); this one only catches a lost reply
             call_timeout=host.opts.call_timeout + TIMEOUTS.reply_grace,
             seed=self.repeat,
@@ -490,8 +491,10 @@ class Episode:
 
     async def _user_reply(self, run: Conversation) -> str | None:
         """The simulated user's answer; the time its model endpoint takes is not the agent's:
-        the wall clock's deadline moves on by it (`timings.model_wait`)."""
-        waited = ModelWait()
+        the wall clock's deadline moves on by it (`timings.model_wait`), up to the episode's
+        bound on model wait (`model_wait_factor` wall clocks; past it, ModelWaitExceeded)."""
+        limit = run.spec.wall_clock * run.spec.model_wait_factor - run.timings.get("model_wait", 0.0)
+        waited = ModelWait(limit=limit)
         token = MODEL_WAIT.set(waited)
         try:
             return await run.user_reply()

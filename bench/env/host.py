@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from bench.dataset import Benchmark, Task
 from bench.defaults import CALL_TIMEOUT, START_TIMEOUT, TIMEOUTS, WALL_CLOCK, Timeouts
-from bench.env.endpoint_probe import check_roles
+from bench.env.endpoint_probe import check_roles, manifest_servers
 from bench.env.protocol import EnvError, ErrorCode
 from bench.evaluator.functions import FunctionRunner
 from bench.llm.client import LLMClient
@@ -258,7 +258,7 @@ class EnvHost:
             probes = await asyncio.wait_for(check_roles(roles), SERVER_PROBE_SECONDS)
         except TimeoutError:
             return {}
-        return {role: p.server for role, p in probes.items() if p.server is not None}
+        return manifest_servers(probes)
 
     def _write_manifest(self, images: dict[str, str], model_servers: dict[str, Any]) -> dict[str, Any]:
         return write_manifest(

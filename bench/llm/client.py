@@ -39,7 +39,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import httpx2
@@ -47,7 +47,15 @@ import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field
-from tenacity import AsyncRetrying, RetryCallState, before_sleep_log, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+)
+from tenacity.stop import stop_base
 
 from bench.llm.config import ModelsConfig, RoleConfig
 from sandbox import Fault, backoff_delay, exponential_backoff
@@ -136,16 +144,38 @@ class ContextLimitExceeded(RuntimeError):
         )
 
 
-class ModelWait:
-    """Time one attempt spent waiting on model endpoints (a slot, then the reply), and the
-    wall clock it stops meanwhile (`asyncio.Timeout`, moved on by the time waited)."""
+class ModelWaitExceeded(ModelEndpointError):
+    """The attempt waited on model endpoints past its bound (`ModelWait.limit`: a multiple of
+    the wall clock, bench.defaults). The endpoint's slowness, not the agent's: a system error
+    of cause `model endpoint`, tried again (a shared endpoint's load passes; the run's retry
+    budget bounds the tries). The request in flight when the bound passed was let finish
+    (bounded by the role's `timeout`) and its tokens recorded: they were spent."""
 
-    def __init__(self, clock: asyncio.Timeout | None = None) -> None:
+
+class ModelWait:
+    """Time one attempt spent waiting on model endpoints (a slot, then the reply), the wall
+    clock it stops meanwhile (`asyncio.Timeout`, moved on by the time waited), and the bound
+    on that time (`limit` seconds, None: none)."""
+
+    def __init__(self, clock: asyncio.Timeout | None = None, limit: float | None = None) -> None:
         self.clock = clock
+        self.limit = limit
         self.seconds = 0.0
         self._depth = 0
         self._started = 0.0
         self._remaining: float | None = None
+
+    def elapsed(self) -> float:
+        """Seconds waited so far, the wait in progress included."""
+        return self.seconds + (time.perf_counter() - self._started if self._depth else 0.0)
+
+    def left(self) -> float | None:
+        """Seconds of model wait the attempt may still spend (None: unbounded)."""
+        return None if self.limit is None else self.limit - self.elapsed()
+
+    def spent(self) -> bool:
+        left = self.left()
+        return left is not None and left <= 0
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
@@ -341,6 +371,16 @@ def _describe(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}"
 
 
+class _stop_when_spent(stop_base):
+    """No new try once the attempt's model wait is spent (tenacity stop)."""
+
+    def __init__(self, wait: ModelWait | None) -> None:
+        self.wait = wait
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.wait is not None and self.wait.spent()
+
+
 class LLMClient:
     """One role's endpoint. Safe to share between concurrent attempts."""
 
@@ -394,10 +434,11 @@ class LLMClient:
         after = _retry_after(exc) if isinstance(exc, openai.APIStatusError) else None
         return self.backoff(state.attempt_number, after)
 
-    async def _post(self, body: dict[str, Any]) -> tuple[ChatCompletion, int]:
-        """One chat completion, retried; (response, requests made)."""
+    async def _post(self, body: dict[str, Any], wait: ModelWait | None = None) -> tuple[ChatCompletion, int]:
+        """One chat completion, retried (no new try once the attempt's model wait is spent);
+        (response, requests made)."""
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.config.max_retries + 1),
+            stop=stop_any(stop_after_attempt(self.config.max_retries + 1), _stop_when_spent(wait)),
             wait=self._wait,
             retry=retry_if_exception(is_retryable),
             sleep=self._sleep,
@@ -476,6 +517,37 @@ class LLMClient:
             raise self._error(f"sent an invalid response: {_describe(exc)}", n, None, False) from exc
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
+    @contextlib.asynccontextmanager
+    async def _slot(self, wait: ModelWait | None) -> AsyncIterator[None]:
+        """A slot under the role's `max_concurrency`; the queue for it ends with the attempt's
+        model-wait bound (nothing was sent: nothing spent)."""
+        if self._slots is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(wait.left() if wait is not None else None):
+                await self._slots.acquire()
+        except TimeoutError:
+            assert wait is not None  # no other timeout here
+            raise self._over_wait(wait, 0) from None
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def _over_wait(self, wait: ModelWait, attempts: int) -> ModelWaitExceeded:
+        cfg = self.config
+        return ModelWaitExceeded(
+            f"{self.role} model endpoint {cfg.base_url} (model {cfg.model}): the attempt waited "
+            f"{wait.elapsed():.1f} s on model endpoints, past its bound of {wait.limit:g} s "
+            f"(model_wait_factor times the wall clock); the endpoint is too slow or too busy: "
+            f"lower max_concurrency, or raise --wall-clock or the models config's model_wait_factor",
+            role=self.role,
+            model=cfg.model,
+            base_url=cfg.base_url,
+            attempts=attempts,
+        )
+
     def _error(
         self, msg: str, attempts: int, status: int | None, retryable: bool, *, incompatible: bool = False
     ) -> ModelEndpointError:
@@ -520,10 +592,14 @@ class LLMClient:
         kwargs.update(cfg.extra_body)
 
         wait = MODEL_WAIT.get()
+        if wait is not None and wait.spent():
+            raise self._over_wait(wait, 0)
         with wait.waiting() if wait is not None else contextlib.nullcontext():
-            async with self._slots if self._slots is not None else contextlib.nullcontext():
+            async with self._slot(wait):
                 t0 = time.perf_counter()  # latency is the endpoint's: the slot's queue is not in it
-                resp, attempts = await self._post(kwargs)
+                # Never cut short by the model-wait bound: a request sent is spent, so it is let
+                # finish (each try bounded by the role's timeout) and its tokens recorded below.
+                resp, attempts = await self._post(kwargs, wait)
                 latency_ms = (time.perf_counter() - t0) * 1000
         usage = CallUsage(role=self.role, model=cfg.model, latency_ms=latency_ms, attempts=attempts)
         if resp.usage is not None:
@@ -534,6 +610,8 @@ class LLMClient:
         self.ledger.record(usage)
         if ledger is not None and ledger is not self.ledger:
             ledger.record(usage)
+        if wait is not None and wait.spent():
+            raise self._over_wait(wait, attempts)
 
         if not resp.choices:
             return ChatResult(finish_reason=None, usage=usage)

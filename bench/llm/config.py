@@ -180,6 +180,9 @@ class ModelsConfig(BaseModel):
     ray: str | None = Field(default=None, min_length=1)
     # Harness interventions on (docs/harness.md), e.g. [error-hints]; `--harness` wins.
     harness: tuple[str, ...] = ()
+    # The bound on an attempt's wait on model endpoints (which stops its wall clock), in wall
+    # clocks; None: bench.defaults' MODEL_WAIT_FACTOR. Past it: a system error (bench.llm.client).
+    model_wait_factor: float | None = Field(default=None, gt=0)
 
     @field_validator("harness", mode="before")
     @classmethod
@@ -214,6 +217,8 @@ class ModelsConfig(BaseModel):
         out["prices"] = {m: p.model_dump() for m, p in sorted(self.prices.items())}
         if self.harness:  # only when on: a plain config's public form (and bundle) is unchanged
             out["harness"] = list(self.harness)
+        if self.model_wait_factor is not None:  # likewise: only when set
+            out["model_wait_factor"] = self.model_wait_factor
         return out
 
 

@@ -23,7 +23,10 @@ The conversation ends when
   or a batch of tool calls): `agent_limit`;
 - the user would need to answer more than `max_user_sim_turns` times: `user_limit`;
 - the attempt's wall clock runs out: `timeout` (it stops while tbx waits on a model
-  endpoint: that time is `timings.model_wait`, the endpoint's, never the agent's);
+  endpoint: that time is `timings.model_wait`, the endpoint's, never the agent's; it has
+  its own bound, `model_wait_factor` wall clocks (the models config's, else
+  bench.defaults'), past which the attempt
+  is a system error, `ModelWaitExceeded`, the request in flight let finish and recorded);
 - the agent returns an empty completion: `agent_error`;
 - the agent's endpoint refuses the conversation as longer than the model's context:
   `context_limit` (the agent filled its own context; a new try would fill it again).
@@ -213,7 +216,7 @@ async def run_loop(
         run.metadata["approval"] = {"asked": 0, "approved": 0, "refused": 0}
     t0 = time.perf_counter()
     timeout = asyncio.timeout(spec.wall_clock)
-    waited = ModelWait(timeout)
+    waited = ModelWait(timeout, limit=spec.wall_clock * spec.model_wait_factor)
     try:
         async with timeout:
             try:
@@ -382,6 +385,7 @@ async def run_agent(
             max_agent_turns=max_agent_turns,
             max_user_turns=max_user_turns,
             wall_clock=wall_clock,
+            model_wait_factor=config.model_wait_factor if config is not None else None,
             call_timeout=call_timeout,
             seed=seed,
             metadata=metadata,

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from bench.dataset import ScenarioTool
-from bench.defaults import TIMEOUTS, WALL_CLOCK
+from bench.defaults import MODEL_WAIT_FACTOR, TIMEOUTS, WALL_CLOCK
 from bench.llm.client import UsageLedger
 from bench.rollout.agents import DONE_TAG, AgentPolicy
 from bench.rollout.brief import TaskBrief
@@ -92,6 +92,8 @@ class LoopSpec:
     max_agent_turns: int = DEFAULT_MAX_AGENT_TURNS
     max_user_turns: int = DEFAULT_MAX_USER_TURNS
     wall_clock: float = WALL_CLOCK
+    # the bound on the attempt's model wait, in wall clocks (bench.llm.client.ModelWait)
+    model_wait_factor: float = MODEL_WAIT_FACTOR
     # the agent's wait for a tool call's reply: the proxy's bound answers first (and is
     # recorded), this one only catches a lost reply (sandbox.timeouts)
     call_timeout: float = TIMEOUTS.agent_call
@@ -109,6 +111,7 @@ class LoopSpec:
         max_agent_turns: int | None = None,
         max_user_turns: int | None = None,
         wall_clock: float = WALL_CLOCK,
+        model_wait_factor: float | None = None,
         call_timeout: float = TIMEOUTS.agent_call,
         seed: int = 0,
         metadata: dict[str, Any] | None = None,
@@ -128,6 +131,7 @@ class LoopSpec:
             max_agent_turns=_first(max_agent_turns, brief.max_agent_turns, DEFAULT_MAX_AGENT_TURNS),
             max_user_turns=_first(max_user_turns, brief.max_user_turns, DEFAULT_MAX_USER_TURNS),
             wall_clock=wall_clock,
+            model_wait_factor=MODEL_WAIT_FACTOR if model_wait_factor is None else model_wait_factor,
             call_timeout=call_timeout,
             seed=seed,
             metadata={} if metadata is None else metadata,
