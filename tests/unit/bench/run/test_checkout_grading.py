@@ -12,7 +12,7 @@ import pytest
 from bench.dataset.models import CHECK_CUSTOM, Task
 from bench.run.errors import NoVerdictSource
 from bench.run.grading import grade
-from judge.test_function import TestFunctionResult
+from judge import TestFunctionResult
 
 EFFECTS = {"airline_tau_bench": {"reservations": {"R1": {"cabin": "economy"}}}}
 
