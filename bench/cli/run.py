@@ -149,6 +149,23 @@ def needed_roles(agent: str, tasks: list[Task], skip_rubrics: bool) -> list[str]
     return roles
 
 
+def check_oracle(agent: str, bench: Any, tasks: list[Task]) -> None:
+    """The oracle replays golden calls: a task on its checkout's own servers has none
+    (its test function alone grades it), so such a run is refused before anything starts."""
+    if agent.partition(":")[0] != "oracle":
+        return
+    checkout = [t.id for t in tasks if bench.on_checkout_servers(t)]
+    if checkout:
+        from bench.rollout.brief import SCRIPTED_AGENT
+
+        shown = ", ".join(checkout[:3]) + (f" and {len(checkout) - 3} more" if len(checkout) > 3 else "")
+        raise RunUsageError(
+            f"tbx run: --agent oracle replays golden calls, and {len(checkout)} selected task(s) run on "
+            f"their checkout's own servers with none ({shown}): their test functions grade them; "
+            f"use --agent {SCRIPTED_AGENT} --script FILE (the calls to play) or a model agent (--config)"
+        )
+
+
 def agent_script_for(agent: str, script: str | None, tasks: list[Task]) -> AgentScript | None:
     """The --script file of a `scripted` run, read before anything is written (a malformed
     file, or --script without `scripted` or the reverse, is a usage error); keys that name
@@ -237,6 +254,7 @@ def run_command(args: argparse.Namespace) -> int:
     config = load_models_config(args.config) if args.config else None
     bench = benchmark_for("tbx run", args.dataset, args.release)
     tasks = select_tasks(bench, args.tasks, args.domain)
+    check_oracle(args.agent, bench, tasks)
     agent_script = agent_script_for(args.agent, args.script, tasks)
     builtin = args.agent.split(":")[0] in BUILTIN_AGENTS
     if not builtin and config is None:

@@ -67,7 +67,6 @@ from bench.rollout.user_sim import LLMUser
 from bench.run.attempt import AttemptOutcome, usage_of
 from bench.run.causes import fault_of
 from bench.run.client_errors import client_error_text
-from bench.run.errors import NoVerdictSource
 from bench.run.grading import grade
 from bench.run.held import HeldAttempt, SandboxLost
 from bench.run.prefix import PrefixCall, fork_calls, replay_prefix, replayed_results
@@ -215,7 +214,7 @@ class Episode:
             domain=task.domain,
         )
         timings: dict[str, float] = {}
-        # A task on its checkout's own servers has no golden calls (bench.run.errors.NoVerdictSource).
+        # A task on its checkout's own servers has no golden calls (bench.run.grading.on_checkout_servers).
         checkout = host.bench.on_checkout_servers(task)
         golden_task = asyncio.create_task(_nothing() if checkout else host.golden.get(task))
         try:
@@ -266,14 +265,8 @@ class Episode:
             assert traj is not None
             outcome.trajectory = traj
             outcome.usage = usage_of(traj)
-            if checkout:
-                raise NoVerdictSource(
-                    f"{task.id} runs on its checkout's own servers ({task.domain}); its checks are the test "
-                    "functions of its file, which tbx does not run yet: no verdict source, not scored"
-                )
             t = time.monotonic()
-            golden = await golden_task
-            assert golden is not None
+            golden = await golden_task  # None on a checkout's own servers: its test function grades
             timings["golden_wait"] = time.monotonic() - t
             t = time.monotonic()
             graded = await grade(
@@ -290,8 +283,8 @@ class Episode:
                 functions=host.functions,
                 trajectory=traj,
                 attempt_id=self.attempt_id,
-                server_effects=getattr(outcome, "server_effects", None),
-                init_results=getattr(outcome, "init_results", None),
+                server_effects=outcome.server_effects,
+                init_results=outcome.init_results,
             )
             timings["judge"] = time.monotonic() - t
             write_graded(host.output, task, record, outcome, graded, timings, models=host.config)

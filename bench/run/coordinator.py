@@ -41,7 +41,7 @@ from bench.rollout.agents import AgentScript
 from bench.rollout.trajectory import Trajectory
 from bench.run.attempt import AttemptFailure, AttemptOutcome, AttemptSpec, TryPhase, attempt_spec
 from bench.run.daemon import DaemonGate, DaemonGone
-from bench.run.errors import BundleChanged, NoVerdictSource, OutputUnwritable, RubricsNeedJudge
+from bench.run.errors import BundleChanged, OutputUnwritable, RubricsNeedJudge
 from bench.run.executor import AttemptExecutor, LocalExecutor
 from bench.run.golden import GoldenStore
 from bench.run.grading import Graded, grade
@@ -425,11 +425,6 @@ class Coordinator:
             if outcome.system_error is not None:
                 raise _TryFailed(outcome.trajectory, outcome.system_error)
             phase = "grading"
-            if golden is None:
-                raise NoVerdictSource(
-                    f"{task.id} runs on its checkout's own servers ({task.domain}); its checks are the test "
-                    "functions of its file, which tbx does not run yet: no verdict source, not scored"
-                )
             t = time.monotonic()
             graded = await grade(
                 self.bench,
@@ -445,9 +440,9 @@ class Coordinator:
                 functions=self.functions,
                 trajectory=outcome.trajectory,
                 attempt_id=attempt_id,
-                # a checkout's own servers' (h44's AttemptOutcome fields, when present)
-                server_effects=getattr(outcome, "server_effects", None),
-                init_results=getattr(outcome, "init_results", None),
+                # a checkout's own servers' (golden None: their test function alone grades)
+                server_effects=outcome.server_effects,
+                init_results=outcome.init_results,
                 finish_reason=outcome.finish_reason,
             )
             timings["judge"] = time.monotonic() - t

@@ -79,7 +79,8 @@ class GradingError(RuntimeError):
 
 class NoVerdictSource(RuntimeError):
     """A task on its checkout's own servers (servers.yaml, no tbx domain) has no golden calls
-    to replay: its checks are the test functions of its file, which tbx does not run yet. Its
-    attempt runs and is recorded (calls, trajectory, the servers' effects) but never scored."""
+    to replay: only its test function can score it (bench.run.grading.on_checkout_servers).
+    Without one, or without an evaluator to run it, its attempt runs and is recorded
+    (calls, trajectory, the servers' effects) but never scored."""
 
     fault = Fault("judge", retryable=False)

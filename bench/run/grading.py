@@ -19,7 +19,7 @@ from bench.evaluator.context import native_effects, test_context
 from bench.evaluator.functions import FunctionRunner, with_test_function
 from bench.llm.config import ModelsConfig
 from bench.rollout.trajectory import Trajectory
-from bench.run.errors import GradingError
+from bench.run.errors import GradingError, NoVerdictSource
 from bench.run.results import RoleUsage
 from judge import GoldenState, RubricAnswer, State, ToolCallView, Verdict, decide, limit_verdict
 from servers.registry import load_domain
@@ -98,7 +98,7 @@ def limited(
 async def grade(
     bench: Benchmark,
     task: Task,
-    golden: GoldenState,
+    golden: GoldenState | None,
     terminal: State | None,
     calls: Sequence[ToolCallView],
     *,
@@ -128,8 +128,21 @@ async def grade(
     (bench.evaluator) on the attempt's context: the test asks its own judge questions,
     so no rubric is asked here. `server_effects` / `init_results`: what a checkout's own
     servers reported (`AttemptOutcome.server_effects` / `.init_results`), beside the
-    native domains' Bench effects."""
-    if task.runs_function and resource_limit is None and terminal is not None:
+    native domains' Bench effects. `golden` None: the task runs on its checkout's own
+    servers (no golden calls): `on_checkout_servers`."""
+    if golden is None:
+        graded = await on_checkout_servers(
+            task,
+            calls,
+            final_message=final_message,
+            resource_limit=resource_limit,
+            functions=functions,
+            trajectory=trajectory,
+            attempt_id=attempt_id,
+            server_effects=server_effects,
+            init_results=init_results,
+        )
+    elif task.runs_function and resource_limit is None and terminal is not None:
         if functions is None:
             raise GradingError(f"{task.id}: {NO_EVALUATOR}")
         state = judged(bench, task, golden, terminal, calls, initial=initial, domain=domain)
@@ -163,6 +176,58 @@ async def grade(
     if finish_reason == "context_limit" and not verdict.passed and verdict.signature != "resource_limit":
         graded.verdict = verdict.model_copy(update={"signature": "context_limit"})
     return graded
+
+
+def stateless_verdict(task_id: str, resource_limit: str | None = None) -> Verdict:
+    """The verdict frame of a task without a golden state (its checkout's own servers):
+    no hashes, no differences; failed with `resource_limit` when the attempt's own load
+    hit a limit, else what its test function says fills it (with_test_function)."""
+    return Verdict(
+        task_id=task_id,
+        passed=False,
+        strict=False,
+        terminal_hash="",
+        golden_hash="",
+        initial_hash="",
+        signature="resource_limit" if resource_limit is not None else None,
+        resource_limit=resource_limit,
+    )
+
+
+async def on_checkout_servers(
+    task: Task,
+    calls: Sequence[ToolCallView],
+    *,
+    final_message: str | None,
+    resource_limit: str | None,
+    functions: FunctionRunner | None,
+    trajectory: Trajectory | None,
+    attempt_id: str,
+    server_effects: Mapping[str, Any] | None,
+    init_results: Mapping[str, Any] | None,
+) -> Graded:
+    """A task on its checkout's own servers: its test function on the servers' own
+    effects (`x.effects[server]`), no golden state. Without a test function, or without
+    an evaluator to run it, nothing can score it: NoVerdictSource (a system error)."""
+    if not task.runs_function:
+        raise NoVerdictSource(
+            f"{task.id} runs on its checkout's own servers ({task.domain}) and has no test function: "
+            "no golden calls and no check to run, not scored"
+        )
+    if functions is None:
+        raise NoVerdictSource(f"{task.id}: {NO_EVALUATOR}")
+    if resource_limit is not None:
+        return Graded(verdict=stateless_verdict(task.id, resource_limit))
+    context = test_context(
+        effects=dict(server_effects or {}),
+        trajectory=trajectory,
+        calls=calls,
+        final_message=final_message,
+        session_id=attempt_id,
+        init_result=init_results or None,
+    )
+    result = await functions.run(task, context)
+    return Graded(verdict=with_test_function(task.id, stateless_verdict(task.id), result))
 
 
 async def _grade(

@@ -18,7 +18,7 @@ import gzip
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,14 @@ class RunOutput:
         rel = f"states/{name}.json.gz"
         with writing(self.out / rel):
             _replace(self.out / rel, gzip.compress(canonical_bytes(state), mtime=0))
+        return "../" + rel  # relative to attempts/
+
+    def write_effects(self, name: str, effects: Mapping[str, Any]) -> str:
+        """A checkout's own servers' effects (server -> what its geteffects answered), in
+        their own key order: what the attempt's test function read."""
+        rel = f"states/{name}.json.gz"
+        with writing(self.out / rel):
+            _replace(self.out / rel, gzip.compress(json.dumps(effects).encode(), mtime=0))
         return "../" + rel  # relative to attempts/
 
     def write_trajectory(self, attempt_id: str, traj: Trajectory | None) -> str | None:

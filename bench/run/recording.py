@@ -83,10 +83,15 @@ def write_graded(
     `retried`: the messages of this (task, repeat)'s earlier tries that ended in
     a system error (bench.run.retries), `retried_usage` what they spent. The row's
     usage is the try's and the judge's on the answers asked now (priced by `models`)."""
-    assert outcome.initial_state is not None
-    assert outcome.terminal_state is not None or outcome.resource_limit is not None
     verdict = graded.verdict
-    record.initial_state_path = output.write_state(f"{record.attempt_id}.initial", outcome.initial_state)
+    if outcome.initial_state is None:  # a checkout's own servers: their effects, no database state
+        record.server_effects_path = output.write_effects(  # type: ignore[attr-defined]
+            f"{record.attempt_id}.effects", outcome.server_effects
+        )
+        record.init_results = outcome.init_results  # type: ignore[attr-defined]
+    else:
+        assert outcome.terminal_state is not None or outcome.resource_limit is not None
+        record.initial_state_path = output.write_state(f"{record.attempt_id}.initial", outcome.initial_state)
     if outcome.terminal_state is not None:  # none after a limit that took the database down
         record.terminal_state_path = output.write_state(
             f"{record.attempt_id}.terminal", outcome.terminal_state
