@@ -145,17 +145,17 @@ async def grade(
     elif task.runs_function and resource_limit is None and terminal is not None:
         if functions is None:
             raise GradingError(f"{task.id}: {NO_EVALUATOR}")
-        state = judged(bench, task, golden, terminal, calls, initial=initial, domain=domain)
-        context = test_context(
-            effects={**native_effects(bench, task, golden, initial, terminal), **(server_effects or {})},
+        graded = await run_function(
+            functions,
+            task,
+            judged(bench, task, golden, terminal, calls, initial=initial, domain=domain).verdict,
+            {**native_effects(bench, task, golden, initial, terminal), **(server_effects or {})},
+            calls,
             trajectory=trajectory,
-            calls=calls,
             final_message=final_message,
-            session_id=attempt_id,
-            init_result=init_results or None,
+            attempt_id=attempt_id,
+            init_results=init_results,
         )
-        result = await functions.run(task, context)
-        graded = Graded(verdict=with_test_function(task.id, state.verdict, result))
     else:
         graded = await _grade(
             bench,
@@ -218,8 +218,35 @@ async def on_checkout_servers(
         raise NoVerdictSource(f"{task.id}: {NO_EVALUATOR}")
     if resource_limit is not None:
         return Graded(verdict=stateless_verdict(task.id, resource_limit))
+    return await run_function(
+        functions,
+        task,
+        stateless_verdict(task.id),
+        dict(server_effects or {}),
+        calls,
+        trajectory=trajectory,
+        final_message=final_message,
+        attempt_id=attempt_id,
+        init_results=init_results,
+    )
+
+
+async def run_function(
+    functions: FunctionRunner,
+    task: Task,
+    frame: Verdict,
+    effects: dict[str, Any],
+    calls: Sequence[ToolCallView],
+    *,
+    trajectory: Trajectory | None,
+    final_message: str | None,
+    attempt_id: str,
+    init_results: Mapping[str, Any] | None,
+) -> Graded:
+    """The task's test function on the attempt's context (`effects`: `x.effects`), its
+    result folded into `frame` (the state's verdict, or a stateless one)."""
     context = test_context(
-        effects=dict(server_effects or {}),
+        effects=effects,
         trajectory=trajectory,
         calls=calls,
         final_message=final_message,
@@ -227,7 +254,7 @@ async def on_checkout_servers(
         init_result=init_results or None,
     )
     result = await functions.run(task, context)
-    return Graded(verdict=with_test_function(task.id, stateless_verdict(task.id), result))
+    return Graded(verdict=with_test_function(task.id, frame, result))
 
 
 async def _grade(
