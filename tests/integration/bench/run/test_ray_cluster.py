@@ -94,7 +94,9 @@ def guard(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(guard: Path) -> Iterator[Cluster]:
-    # Raylets (and so every worker and actor) inherit this process's environment.
+    # Raylets (and so every worker and actor) inherit this process's environment; put back
+    # afterwards, or every later test's subprocess would run the guard and the checkout's tbx.
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", UNREADABLE_ENV)}
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(guard), os.environ.get("PYTHONPATH", "")])
     os.environ[UNREADABLE_ENV] = str(guard / "unreadable")
     c = Cluster(
@@ -108,6 +110,11 @@ def cluster(guard: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         os.environ.pop(UNREADABLE_ENV, None)
 
 
